@@ -1,0 +1,170 @@
+"""The architecture table (variants/architectures.yaml) and the variant files generated from it.
+
+Every other module asks this one what an architecture supports; nothing else parses the table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import UserError
+
+TABLE_FILE = "architectures.yaml"
+SHARED_VARIANTS_FILE = "shared.yaml"
+GENERATED_HEADER = (
+    "# Generated from architectures.yaml by `orchestrate variants --write`; do not edit by hand.\n"
+    "# Merged over shared.yaml by the orchestrator (or: rattler-build -m shared.yaml -m {arch}.yaml).\n"
+)
+# flash-attn's two backends are two capabilities in the table but one variant key for recipes, so
+# that a flash-attn recipe renders once per backend the architecture has.
+FLASH_ATTN_BACKEND_KEY = "flash_attn_backend"
+FLASH_ATTN_BACKENDS = {"ck": "flash_attn_ck", "triton": "flash_attn_triton"}
+
+
+@dataclass(frozen=True)
+class Capability:
+    name: str
+    value: str
+    why: str = ""
+
+    @property
+    def variant_key(self) -> str:
+        return f"{self.name}_support"
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    product: str
+    isa: str
+    therock_family: str
+    aotriton_image_family: str
+    capabilities: dict[str, Capability]
+    opt_ins: dict[str, str] = field(default_factory=dict)  # flag -> why
+
+    @property
+    def flash_attn_backends(self) -> list[str]:
+        return [b for b, cap in FLASH_ATTN_BACKENDS.items() if self.capabilities[cap].value != "no"]
+
+    def variant_keys(self) -> dict[str, list]:
+        """The keys recipes see, each as a one-element variant list (a list for flash-attn)."""
+        keys: dict[str, list] = {
+            "gpu_arch": [self.name],
+            "amdgpu_isa": [self.isa],
+            "therock_family": [self.therock_family],
+            "aotriton_image_family": [self.aotriton_image_family],
+        }
+        for cap in self.capabilities.values():
+            if cap.name not in FLASH_ATTN_BACKENDS.values():
+                keys[cap.variant_key] = [cap.value]
+        keys[FLASH_ATTN_BACKEND_KEY] = self.flash_attn_backends or ["none"]
+        for flag in sorted(self.opt_ins):
+            keys[flag] = [False]
+        return keys
+
+    def missing_for_keys(self, keys: set[str]) -> list[str]:
+        """'without X: why' for every capability this architecture lacks behind the given keys."""
+        return [
+            f"without {cap.name}: {cap.why}"
+            for cap in self.capabilities.values()
+            if cap.value == "no" and cap.why and self._key_of(cap) in keys
+        ]
+
+    def _key_of(self, cap: Capability) -> str:
+        return FLASH_ATTN_BACKEND_KEY if cap.name in FLASH_ATTN_BACKENDS.values() else cap.variant_key
+
+    def reasons_for_keys(self, keys: set[str]) -> list[str]:
+        """The `why` of every unsupported capability behind the given variant keys."""
+        reasons = []
+        for cap in self.capabilities.values():
+            if self._key_of(cap) in keys and cap.value != "yes" and cap.why:
+                reasons.append(f"{cap.name} {cap.value}: {cap.why}")
+        return reasons
+
+
+@dataclass(frozen=True)
+class ArchitectureTable:
+    architectures: dict[str, Architecture]
+    path: Path
+
+    @classmethod
+    def load(cls, variants_dir: Path) -> "ArchitectureTable":
+        path = Path(variants_dir) / TABLE_FILE
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except FileNotFoundError:
+            raise UserError(f"{path} is missing: the architecture table must exist in the variants folder")
+        except yaml.YAMLError as exc:
+            raise UserError(f"{path} is not valid YAML ({_yaml_where(exc)}): fix the table")
+        try:
+            opt_in = raw.get("opt_in") or {}
+            archs = {}
+            for name, row in raw["architectures"].items():
+                caps = {
+                    cap: Capability(cap, str(spec["value"]), spec.get("why", ""))
+                    for cap, spec in row["capabilities"].items()
+                }
+                flags = {flag: spec["why"] for flag, spec in opt_in.items() if name in spec["architectures"]}
+                archs[name] = Architecture(
+                    name=name,
+                    product=row["product"],
+                    isa=str(row["isa"]),
+                    therock_family=row["therock_family"],
+                    aotriton_image_family=row.get("aotriton_image_family", ""),
+                    capabilities=caps,
+                    opt_ins=flags,
+                )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise UserError(f"{path}: malformed architecture table ({exc!r}); compare with an existing row")
+        return cls(archs, path)
+
+    def get(self, name: str) -> Architecture:
+        try:
+            return self.architectures[name]
+        except KeyError:
+            raise UserError(
+                f"unknown architecture '{name}': choose one of {', '.join(self.names())}"
+            ) from None
+
+    def names(self) -> list[str]:
+        return list(self.architectures)
+
+    def by_isa(self, isa: str) -> Architecture | None:
+        return next((a for a in self.architectures.values() if a.isa == isa), None)
+
+
+def render_variant_file(arch: Architecture) -> str:
+    body = yaml.safe_dump(arch.variant_keys(), sort_keys=False, default_flow_style=None)
+    return GENERATED_HEADER.format(arch=arch.name) + body
+
+
+def variant_file_path(variants_dir: Path, arch: str) -> Path:
+    return Path(variants_dir) / f"{arch}.yaml"
+
+
+def stale_variant_files(table: ArchitectureTable, variants_dir: Path) -> list[Path]:
+    """Variant files that are missing or differ from what the table generates."""
+    stale = []
+    for arch in table.architectures.values():
+        path = variant_file_path(variants_dir, arch.name)
+        if not path.exists() or path.read_text() != render_variant_file(arch):
+            stale.append(path)
+    return stale
+
+
+def write_variant_files(table: ArchitectureTable, variants_dir: Path) -> list[Path]:
+    written = []
+    for arch in table.architectures.values():
+        path = variant_file_path(variants_dir, arch.name)
+        text = render_variant_file(arch)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            written.append(path)
+    return written
+
+
+def _yaml_where(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    return f"line {mark.line + 1}, column {mark.column + 1}" if mark else str(exc)

@@ -1,0 +1,140 @@
+"""Build one package with py-rattler-build into a private work folder, never into the channel.
+
+The channel only receives a package once its build and its recipe tests have passed (channel.add), so
+a failing build leaves the channel and its index exactly as they were.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from rattler_build import EnvironmentIsolation, Stage0Recipe, ToolConfiguration, VariantConfig
+from rattler_build.progress import BuildStepEvent, LogEvent
+
+from .channel import Channel, sha256_of
+from .options import Options
+from .recipes import Output, load_recipe_yaml
+
+DOWNLOAD_FAILURE = re.compile(r"(failed to download|error sending request|dns error|could not fetch|failed to fetch|connection refused|Name or service not known)", re.I)
+
+
+@dataclass
+class BuildOutcome:
+    ok: bool
+    packages: list[Path] = field(default_factory=list)
+    seconds: float = 0.0
+    log_path: Path | None = None
+    error: str = ""
+    log_tail: list[str] = field(default_factory=list)
+
+
+class _LogSink:
+    """py-rattler-build progress callback: every log line to the log file, build steps to the UI."""
+
+    def __init__(self, log_file, on_step: Callable[[str], None]):
+        self.log_file = log_file
+        self.on_step = on_step
+
+    def on_download_start(self, event) -> None:
+        self.log_file.write(f"download {event.url}\n")
+
+    def on_download_progress(self, event) -> None:
+        pass
+
+    def on_download_complete(self, event) -> None:
+        pass
+
+    def on_build_step(self, event: BuildStepEvent) -> None:
+        self.log_file.write(f"== {event.step_name}: {event.message}\n")
+        self.on_step(event.step_name)
+
+    def on_log(self, event: LogEvent) -> None:
+        self.log_file.write(event.message.rstrip("\n") + "\n")
+        self.log_file.flush()
+
+
+def provenance(output: Output, options: Options, arch: str) -> dict:
+    """What a package records about its own inputs, inside about.json (extra.orchestrate)."""
+    return {
+        "input_hash": output.input_hash,
+        "gpu_arch": arch if not output.noarch else "noarch",
+        "recipe": output.recipe_name,
+        "patches": [
+            {"file": _workspace_relative(p, options.workspace), "sha256": sha256_of(p)}
+            for p in output.patches
+        ],
+        "dependency_hashes": output.dependency_hashes,
+    }
+
+
+def build_output(
+    output: Output,
+    config: VariantConfig,
+    options: Options,
+    channel: Channel,
+    arch: str,
+    on_step: Callable[[str], None] = lambda step: None,
+) -> BuildOutcome:
+    options.logs_dir.mkdir(parents=True, exist_ok=True)
+    options.work_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_path = options.logs_dir / f"{output.name}-{output.build_string}-{stamp}.log"
+    work = Path(tempfile.mkdtemp(prefix=f"{output.name}-", dir=options.work_dir))
+    started = time.monotonic()
+    with open(log_path, "w") as log_file:
+        log_file.write(f"# {output.label} for {arch}; input hash {output.input_hash}\n")
+        try:
+            variant = _rendered_with_provenance(output, config, options, arch, work)
+            channels = ([str(channel.path)] if channel.is_channel() else []) + list(options.source_channels)
+            result = variant.run_build(
+                tool_config=ToolConfiguration(test_strategy="native" if options.run_tests else "skip"),
+                output_dir=work,
+                channels=channels,
+                progress_callback=_LogSink(log_file, on_step),
+                env_isolation=EnvironmentIsolation.STRICT,
+            )
+        except Exception as exc:  # py-rattler-build raises several error types; all mean "this build failed"
+            lines = [str(line) for line in getattr(exc, "log", None) or []]
+            log_file.write("\n".join(lines) + "\n" + f"ERROR: {exc}\n")
+            tail = (lines or str(exc).splitlines())[-15:]
+            return BuildOutcome(False, [], time.monotonic() - started, log_path, _explain(exc, lines), tail)
+        log_file.write("\n".join(str(line) for line in result.log or []) + "\n")
+    shutil.rmtree(work / "bld", ignore_errors=True)
+    return BuildOutcome(True, [Path(p) for p in result.packages], time.monotonic() - started, log_path)
+
+
+def _rendered_with_provenance(output: Output, config: VariantConfig, options: Options, arch: str, work: Path):
+    """Re-render the recipe with the provenance record added to `extra`, keeping its real location
+    (patches and path sources resolve relative to it)."""
+    data = load_recipe_yaml(output.recipe_path)
+    extra = dict(data.get("extra") or {})
+    extra["orchestrate"] = provenance(output, options, arch)
+    data["extra"] = extra
+    recipe = Stage0Recipe.from_dict(data, recipe_dir=work / "recipe")
+    recipe._recipe_path = output.recipe_path  # py-rattler-build 0.73 has no public setter for this
+    for variant in recipe.render(config):
+        stage1 = variant.recipe.to_dict()
+        if stage1["package"]["name"] == output.name and {k: str(v) for k, v in variant.variant.items()} == output.variant:
+            return variant
+    raise RuntimeError(f"{output.label}: re-rendering with provenance lost the variant")
+
+
+def _explain(exc: Exception, lines: list[str]) -> str:
+    text = "\n".join(lines[-60:]) + "\n" + str(exc)
+    if DOWNLOAD_FAILURE.search(text):
+        return "a source could not be downloaded (no network or wrong URL): check the URL, or pre-fetch the source"
+    if "Test failed" in text or "test failed" in text.lower():
+        return "the recipe's tests failed"
+    return " ".join(str(exc).split())[:300] or "the build failed"
+
+
+def _workspace_relative(path: Path, workspace: Path) -> str:
+    try:
+        return str(path.relative_to(workspace))
+    except ValueError:
+        return str(path)

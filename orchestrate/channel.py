@@ -1,0 +1,205 @@
+"""The local channel: packages by subdir, their index, and a manifest of what each was built from.
+
+The manifest (orchestrate-manifest.json) maps each package file to its input hash and provenance; the
+same record travels inside every package (about.json `extra.orchestrate`), so a channel alone tells
+what it was built from. Packages are added one at a time, each followed by an index, and a package is
+only ever replaced after the old file has been moved to .superseded/, so nothing built is lost.
+"""
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rattler.index import index_fs
+
+from .errors import UserError
+
+MANIFEST = "orchestrate-manifest.json"
+LOCK = ".orchestrate.lock"
+SUPERSEDED = ".superseded"
+SUBDIRS = ("noarch", "linux-64")
+
+
+@dataclass
+class ManifestEntry:
+    file: str  # subdir/filename
+    name: str
+    version: str
+    build: str
+    arch: str  # gpu arch, or "noarch" for architecture-independent packages
+    slot: str
+    input_hash: str
+    sha256: str
+    digests: dict
+    dependency_hashes: dict
+    patches: list
+    built_at: float
+    source: str = "built"  # or the cache channel it came from
+
+
+class Channel:
+    def __init__(self, path: Path):
+        self.path = Path(path).resolve()
+        self._lock_fd: int | None = None
+
+    # -- what it is -------------------------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.path.is_dir() and any(self.path.iterdir())
+
+    def is_channel(self) -> bool:
+        return (self.path / "noarch" / "repodata.json").is_file() or (self.path / MANIFEST).is_file()
+
+    def validate(self) -> None:
+        """An empty or missing folder becomes a channel on the first package; anything else must be one."""
+        if self.path.exists() and not self.path.is_dir():
+            raise UserError(f"channel {self.path} is a file, not a folder: pass --channel DIR with a folder")
+        if self.exists() and not self.is_channel():
+            raise UserError(
+                f"{self.path} is not a conda channel (no noarch/repodata.json) and not empty: "
+                "pass --channel with an empty folder or an existing channel"
+            )
+
+    def check_writable(self) -> None:
+        folder = self.path
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-", delete=True)
+            probe.close()
+        except OSError as exc:
+            raise UserError(
+                f"channel folder {self.path} is not writable ({exc.strerror or exc}): "
+                "fix its permissions or pass --channel DIR that you can write"
+            ) from None
+        finally:
+            # mkdir above must not leave an empty folder behind for a read-only check to trip over
+            pass
+
+    # -- one orchestration at a time --------------------------------------------------------------
+    def lock(self, command: str) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 4096).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise UserError(
+                f"channel {self.path} is in use by {holder}: wait for it to finish or use another --channel"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} ({command}, since {time.strftime('%H:%M:%S')})".encode())
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.ftruncate(self._lock_fd, 0)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- the manifest -----------------------------------------------------------------------------
+    def manifest(self) -> dict[str, ManifestEntry]:
+        path = self.path / MANIFEST
+        if not path.exists():
+            return {}
+        try:
+            raw = json.loads(path.read_text())
+            return {f: ManifestEntry(**e) for f, e in raw["packages"].items()}
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UserError(f"{path} is damaged ({exc}): restore it from a backup or remove the channel folder")
+
+    def entries_present(self) -> list[ManifestEntry]:
+        return [e for e in self.manifest().values() if (self.path / e.file).is_file()]
+
+    def find_by_input_hash(self, input_hash: str) -> ManifestEntry | None:
+        return next((e for e in self.entries_present() if e.input_hash == input_hash), None)
+
+    def find_by_slot(self, slot: str) -> ManifestEntry | None:
+        matches = [e for e in self.entries_present() if e.slot == slot]
+        return max(matches, key=lambda e: e.built_at) if matches else None
+
+    # -- adding packages --------------------------------------------------------------------------
+    def add(self, package: Path, entry: ManifestEntry) -> None:
+        """Copy one built package in, keep any file it replaces, index, record. All or nothing."""
+        subdir = package.parent.name if package.parent.name in SUBDIRS else entry.file.split("/")[0]
+        target = self.path / subdir / package.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for other in SUBDIRS:
+            (self.path / other).mkdir(exist_ok=True)
+        staged = target.with_name(f".{target.name}.incoming")
+        shutil.copy2(package, staged)
+        superseded = None
+        if target.exists():
+            superseded = self.path / SUPERSEDED / time.strftime("%Y%m%dT%H%M%S") / subdir / target.name
+            superseded.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(target, superseded)
+        manifest_before = (self.path / MANIFEST).read_text() if (self.path / MANIFEST).exists() else None
+        try:
+            os.replace(staged, target)
+            manifest = self.manifest()
+            manifest = {f: e for f, e in manifest.items() if f != entry.file}
+            manifest[entry.file] = entry
+            self.reindex()
+            self._write_manifest(manifest)
+        except BaseException:
+            if superseded:
+                shutil.copy2(superseded, target)
+            else:
+                target.unlink(missing_ok=True)
+            if manifest_before is None:
+                (self.path / MANIFEST).unlink(missing_ok=True)
+            else:
+                (self.path / MANIFEST).write_text(manifest_before)
+            self.reindex()
+            raise
+        finally:
+            staged.unlink(missing_ok=True)
+
+    def reindex(self) -> None:
+        for subdir in SUBDIRS:
+            (self.path / subdir).mkdir(parents=True, exist_ok=True)
+        asyncio.run(index_fs(self.path, write_shards=False, force=False))
+
+    def _write_manifest(self, manifest: dict[str, ManifestEntry]) -> None:
+        data = {"packages": {f: vars(e) for f, e in sorted(manifest.items())}}
+        tmp = self.path / f".{MANIFEST}.tmp"
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, self.path / MANIFEST)
+
+    # -- reading ----------------------------------------------------------------------------------
+    def repodata_records(self) -> dict[str, dict]:
+        records = {}
+        for subdir in SUBDIRS:
+            path = self.path / subdir / "repodata.json"
+            if path.exists():
+                data = json.loads(path.read_text())
+                for key in ("packages", "packages.conda"):
+                    for fn, rec in (data.get(key) or {}).items():
+                        records[f"{subdir}/{fn}"] = rec
+        return records
+
+    def snapshot(self) -> dict[str, str]:
+        """Every file under the channel with its sha256 (tests use it to prove a channel untouched)."""
+        if not self.path.exists():
+            return {}
+        return {
+            str(p.relative_to(self.path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(self.path.rglob("*"))
+            if p.is_file() and p.name != LOCK
+        }
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

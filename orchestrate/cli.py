@@ -1,0 +1,218 @@
+"""The `orchestrate` command line."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from . import runner
+from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
+from .channel import Channel
+from .detect import detect_gpu_arch
+from .errors import BuildFailed, UserError
+from .options import (
+    ARCH_ENV,
+    DEFAULT_SOURCE_CHANNELS,
+    Options,
+    find_workspace,
+    load_config,
+    parse_variant_overrides,
+)
+from .ui import Reporter
+
+DEFAULT_CHANNEL = "channel"
+EXTRA_COMMANDS = []  # (name, help, add_arguments, run) registered by other modules, e.g. share
+
+
+def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
+    parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--channel", type=Path, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
+    parser.add_argument("--arch", help=f"GPU architecture, e.g. gfx1151 (default: ${ARCH_ENV}, else detected)")
+    parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a variant key, e.g. --variant aotriton_mi100_fa=true")
+    parser.add_argument("--source-channel", action="append", metavar="URL",
+                        help="channel for dependencies that are not ours (repeatable; default: conda-forge)")
+    parser.add_argument("--no-source-channels", action="store_true", help="use no channel but the local one")
+    parser.add_argument("--quiet", "-q", action="store_true", help="plain lines, no progress")
+    if build:
+        parser.add_argument("--keep-going", "-k", action="store_true",
+                            help="after a failure, still build every package that does not need it")
+        parser.add_argument("--dry-run", "-n", action="store_true", help="show what would be built, build nothing")
+        parser.add_argument("--jobs", "-j", type=int, help="MAX_JOBS for compiles (default: from cores and memory)")
+        parser.add_argument("--compiler-launcher", choices=["", "ccache", "sccache"], default=None,
+                            help="compiler cache the build scripts put in front of the compilers")
+        parser.add_argument("--no-tests", action="store_true", help="skip the recipes' test sections")
+        parser.add_argument("--cache-channel", action="append", default=[], metavar="URL",
+                            help="take a package with the same input hash from this channel instead of building")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="orchestrate", description=__doc__.strip() if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True)
+    plan = sub.add_parser("plan", help="the build order and what each package needs")
+    _common(plan)
+    plan.add_argument("packages", nargs="*", metavar="PKG")
+    build_all = sub.add_parser("build-all", help="build every package the architecture gets")
+    _common(build_all, build=True)
+    build = sub.add_parser("build", help="build packages and whatever they need")
+    _common(build, build=True)
+    build.add_argument("packages", nargs="+", metavar="PKG")
+    for name in ("list", "status"):
+        listing = sub.add_parser(name, help="what the channel holds, per architecture")
+        _common(listing)
+    variants = sub.add_parser("variants", help="check or regenerate variants/<arch>.yaml from the table")
+    variants.add_argument("--workspace", type=Path)
+    variants.add_argument("--write", action="store_true", help="rewrite the generated variant files")
+    detect = sub.add_parser("detect", help="print this machine's AMD GPU architecture")
+    detect.add_argument("--workspace", type=Path)
+    for name, help_text, add_arguments, _ in EXTRA_COMMANDS:
+        extra = sub.add_parser(name, help=help_text)
+        add_arguments(extra)
+    return parser
+
+
+def options_from_args(args: argparse.Namespace) -> Options:
+    workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
+    config = load_config(workspace)
+    channel = args.channel or Path(config.get("channel", DEFAULT_CHANNEL))
+    channel = channel if channel.is_absolute() else (Path.cwd() if args.channel else workspace) / channel
+    if getattr(args, "no_source_channels", False):
+        sources = []
+    else:
+        sources = args.source_channel or config.get("source_channels", list(DEFAULT_SOURCE_CHANNELS))
+    return Options(
+        workspace=workspace,
+        channel=channel.resolve(),
+        arch=args.arch or config.get("arch"),
+        source_channels=list(sources),
+        cache_channels=list(getattr(args, "cache_channel", []) or config.get("cache_channels", [])),
+        variant_overrides=parse_variant_overrides(args.variant),
+        keep_going=getattr(args, "keep_going", False),
+        dry_run=getattr(args, "dry_run", False),
+        quiet=args.quiet or not sys.stdout.isatty(),
+        max_jobs=getattr(args, "jobs", None) or config.get("max_jobs"),
+        compiler_launcher=(getattr(args, "compiler_launcher", None) or config.get("compiler_launcher", "")),
+        run_tests=not getattr(args, "no_tests", False),
+    )
+
+
+def cmd_plan(args, reporter: Reporter) -> int:
+    options = options_from_args(args)
+    plan = runner.make_plan(options, args.packages)
+    show_plan(plan, reporter)
+    return 0
+
+
+def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
+    rows = []
+    for n, step in enumerate(plan.steps, 1):
+        o = step.output
+        state = {runner.BUILD: "will build", runner.SKIP: "skipped"}.get(step.state, step.state)
+        rows.append([str(n), o.name, o.version, o.build_string, state, "; ".join(step.reasons)])
+    reporter.table(f"Plan for {plan.arch.name} ({plan.arch.product})", ["#", "package", "version", "build", "state", "why"], rows)
+
+
+def cmd_build(args, reporter: Reporter) -> int:
+    options = options_from_args(args)
+    packages = getattr(args, "packages", None)
+    plan = runner.make_plan(options, packages)
+    if options.dry_run:
+        show_plan(plan, reporter)
+        return 0
+    channel = Channel(options.channel)
+    if any(s.state == runner.BUILD for s in plan.steps):
+        channel.check_writable()
+    channel.lock(" ".join(["orchestrate", args.command, *(packages or [])]))
+    try:
+        caches = _caches(options)
+        steps = runner.execute(plan, options, reporter, caches)
+    finally:
+        channel.unlock()
+    runner.summarize(steps, reporter, plan.arch.name)
+    runner.raise_if_failed(steps)
+    return 0
+
+
+def _caches(options: Options) -> list:
+    if not options.cache_channels:
+        return []
+    try:
+        from .share.cache import caches_for  # the sharing layer, when installed
+    except ImportError:
+        raise UserError("--cache-channel needs orchestrate.share, which is not available in this install")
+    return caches_for(options)
+
+
+def cmd_list(args, reporter: Reporter) -> int:
+    options = options_from_args(args)
+    channel = Channel(options.channel)
+    channel.validate()
+    if not channel.is_channel():
+        reporter.line(f"channel {channel.path} is empty")
+        return 0
+    entries = sorted(channel.entries_present(), key=lambda e: (e.arch, e.name, e.build))
+    records = channel.repodata_records()
+    unrecorded = [f for f in records if f not in {e.file for e in entries}]
+    rows = [[e.arch, e.name, e.version, e.build, e.input_hash[:12], e.source] for e in entries]
+    rows += [["?", records[f]["name"], records[f]["version"], records[f]["build"], "(not built here)", "?"] for f in unrecorded]
+    reporter.table(f"Channel {channel.path}", ["arch", "package", "version", "build", "input hash", "from"], rows)
+    by_arch: dict[str, int] = {}
+    for row in rows:
+        by_arch[row[0]] = by_arch.get(row[0], 0) + 1
+    reporter.line(", ".join(f"{arch}: {n} package(s)" for arch, n in sorted(by_arch.items())))
+    return 0
+
+
+def cmd_variants(args, reporter: Reporter) -> int:
+    workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
+    variants_dir = workspace / "variants"
+    table = ArchitectureTable.load(variants_dir)
+    if args.write:
+        for path in write_variant_files(table, variants_dir):
+            reporter.line(f"wrote {path}")
+        return 0
+    stale = stale_variant_files(table, variants_dir)
+    for path in stale:
+        reporter.error(f"{path} is out of date: run `orchestrate variants --write`")
+    if not stale:
+        reporter.line(f"{len(table.architectures)} variant files match {table.path.name}")
+    return 1 if stale else 0
+
+
+def cmd_detect(args, reporter: Reporter) -> int:
+    found = os.environ.get(ARCH_ENV) or detect_gpu_arch()
+    if not found:
+        raise UserError(f"no AMD GPU found: pass --arch or set {ARCH_ENV}")
+    reporter.line(found)
+    return 0
+
+
+COMMANDS = {"plan": cmd_plan, "build-all": cmd_build, "build": cmd_build, "list": cmd_list,
+            "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect}
+
+
+def main(argv: list[str] | None = None) -> int:
+    _load_extensions()
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    reporter = Reporter(quiet=getattr(args, "quiet", False))
+    handler = COMMANDS.get(args.command) or {n: run for n, _, _, run in EXTRA_COMMANDS}[args.command]
+    try:
+        return handler(args, reporter)
+    except UserError as exc:
+        reporter.error(f"error: {exc}")
+        return exc.exit_code
+    except BuildFailed as exc:
+        reporter.error(f"error: {exc}; run the same command again to retry only what failed")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        reporter.error("interrupted: packages already built stay in the channel")
+        return 130
+
+
+def _load_extensions() -> None:
+    try:
+        from . import share  # noqa: F401  (registers serve/publish/... commands)
+    except ImportError:
+        pass

@@ -1,0 +1,66 @@
+"""Which AMD GPU architecture this machine has: --arch, else $ORCHESTRATE_ARCH, else the hardware."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from .architectures import ArchitectureTable
+from .errors import UserError
+from .options import ARCH_ENV
+
+KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
+GFX_NAME = re.compile(r"\bgfx[0-9a-f]{3,4}\b")
+
+
+def choose_arch(explicit: str | None, table: ArchitectureTable) -> str:
+    name = explicit or os.environ.get(ARCH_ENV) or detect_gpu_arch()
+    if not name:
+        raise UserError(
+            f"no AMD GPU found and no architecture given: pass --arch or set {ARCH_ENV} "
+            f"to one of {', '.join(table.names())}"
+        )
+    return table.get(name).name
+
+
+def detect_gpu_arch() -> str | None:
+    for probe in (_from_rocm_agent_enumerator, _from_rocminfo, _from_kfd_topology):
+        found = [a for a in probe() if a != "gfx000"]
+        if found:
+            return found[0]
+    return None
+
+
+def _run(cmd: list[str]) -> str:
+    exe = shutil.which(cmd[0])
+    if not exe:
+        return ""
+    try:
+        return subprocess.run([exe, *cmd[1:]], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _from_rocm_agent_enumerator() -> list[str]:
+    return GFX_NAME.findall(_run(["rocm_agent_enumerator"]))
+
+
+def _from_rocminfo() -> list[str]:
+    return GFX_NAME.findall(_run(["rocminfo"]))
+
+
+def _from_kfd_topology(nodes: Path = KFD_NODES) -> list[str]:
+    """Decode `gfx_target_version` (e.g. 110501 -> gfx1151) of each GPU node, without ROCm installed."""
+    archs = []
+    for props in sorted(nodes.glob("*/properties")) if nodes.is_dir() else []:
+        match = re.search(r"^gfx_target_version\s+(\d+)", props.read_text(), re.M)
+        if match and int(match.group(1)):
+            archs.append(gfx_name_from_target_version(int(match.group(1))))
+    return archs
+
+
+def gfx_name_from_target_version(version: int) -> str:
+    major, minor, step = version // 10000, version // 100 % 100, version % 100
+    return f"gfx{major}{minor:x}{step:x}"

@@ -1,0 +1,102 @@
+"""One options object for a run, built from the CLI, the environment and orchestrate.toml."""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UserError
+
+CONFIG_FILE = "orchestrate.toml"
+ARCH_ENV = "ORCHESTRATE_ARCH"
+DEFAULT_SOURCE_CHANNELS = ("conda-forge",)
+# GiB of memory one compile job may take: PyTorch and CK translation units reach 3-4 GiB each.
+GIB_PER_JOB = 4
+
+
+@dataclass
+class Options:
+    workspace: Path
+    channel: Path
+    arch: str | None = None
+    source_channels: list[str] = field(default_factory=lambda: list(DEFAULT_SOURCE_CHANNELS))
+    cache_channels: list[str] = field(default_factory=list)
+    variant_overrides: dict[str, str] = field(default_factory=dict)
+    keep_going: bool = False
+    dry_run: bool = False
+    quiet: bool = False
+    max_jobs: int | None = None
+    compiler_launcher: str = ""
+    run_tests: bool = True
+
+    @property
+    def recipes_dir(self) -> Path:
+        return self.workspace / "recipes"
+
+    @property
+    def variants_dir(self) -> Path:
+        return self.workspace / "variants"
+
+    @property
+    def patches_dir(self) -> Path:
+        return self.workspace / "patches"
+
+    @property
+    def state_dir(self) -> Path:
+        """Work folders and build logs: in the workspace, never in the channel."""
+        return self.workspace / ".orchestrate"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def work_dir(self) -> Path:
+        return self.state_dir / "work"
+
+    def jobs(self) -> int:
+        return self.max_jobs or default_max_jobs()
+
+
+def default_max_jobs() -> int:
+    cores = os.cpu_count() or 1
+    try:
+        pages = os.sysconf("SC_AVPHYS_PAGES") if hasattr(os, "sysconf") else 0
+        mem_gib = pages * os.sysconf("SC_PAGE_SIZE") / 2**30
+    except (ValueError, OSError):
+        mem_gib = 0
+    by_memory = int(mem_gib // GIB_PER_JOB) if mem_gib else cores
+    return max(1, min(cores, by_memory))
+
+
+def load_config(workspace: Path) -> dict:
+    path = workspace / CONFIG_FILE
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path} is not valid TOML ({exc}): fix the file")
+
+
+def find_workspace(start: Path) -> Path:
+    """The nearest folder at or above `start` that has recipes/ and variants/."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / "recipes").is_dir() and (folder / "variants").is_dir():
+            return folder
+    raise UserError(
+        f"no workspace found at or above {start}: run inside a folder with recipes/ and variants/, "
+        "or pass --workspace DIR"
+    )
+
+
+def parse_variant_overrides(items: list[str]) -> dict[str, str]:
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--variant '{item}' is not KEY=VALUE: write e.g. --variant aotriton_mi100_fa=true")
+        overrides[key.strip()] = value.strip()
+    return overrides

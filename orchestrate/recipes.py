@@ -1,0 +1,341 @@
+"""Discover recipes and render them for one architecture with py-rattler-build.
+
+The result is one `Output` per package variant the architecture gets: its name, version, build string,
+what it requires, whether it is skipped (and why, from the architecture table), and the input hash that
+decides whether it must be built.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+from rattler_build import RenderedVariant, Stage0Recipe, VariantConfig
+
+from .architectures import SHARED_VARIANTS_FILE, Architecture, ArchitectureTable, stale_variant_files, variant_file_path
+from .errors import UserError
+from .options import Options
+
+RECIPE_FILE = "recipe.yaml"
+SHARED_SCRIPTS = "_shared"
+# Bump when what goes into the input hash changes, so old channels are rebuilt rather than trusted.
+HASH_SCHEME = "orchestrate-inputs-v1"
+# Build knobs reach scripts through build.script.env; they change how fast a build runs, not what it
+# produces, so they stay out of the input hash.
+BUILD_KNOBS = ("MAX_JOBS", "COMPILER_LAUNCHER")
+REQUIREMENT_SECTIONS = ("build", "host", "run")
+IGNORED_NAMES = {"__pycache__", ".git", "output", ".DS_Store"}
+PLATFORM_FLAGS = {"linux": True, "unix": True, "win": False, "osx": False, "linux64": True, "x86_64": True}
+
+
+@dataclass
+class Output:
+    """One package (one variant of one recipe output) for the chosen architecture."""
+
+    name: str
+    version: str
+    build_string: str
+    recipe_name: str
+    recipe_path: Path
+    variant: dict[str, str]
+    rendered: dict[str, Any]
+    rendered_variant: RenderedVariant | None
+    requires: set[str] = field(default_factory=set)  # package names, from build/host/run/test requirements
+    noarch: bool = False
+    skip_reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. "without aotriton: ..."
+    patches: list[Path] = field(default_factory=list)
+    own_digests: dict[str, str] = field(default_factory=dict)  # recipe/files/patches/variant
+    input_hash: str = ""
+    dependency_hashes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def skipped(self) -> bool:
+        return bool(self.skip_reasons)
+
+    @property
+    def key(self) -> str:
+        """Identifies the slot this package fills in a channel, across rebuilds."""
+        return slot_key(self.name, self.variant)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}-{self.version}-{self.build_string}"
+
+
+def slot_key(name: str, variant: dict[str, str]) -> str:
+    return name + "|" + json.dumps({k: str(v) for k, v in sorted(variant.items())}, sort_keys=True)
+
+
+def discover(recipes_dir: Path) -> list[Path]:
+    if not recipes_dir.is_dir():
+        raise UserError(f"{recipes_dir} does not exist: the workspace needs a recipes/ folder")
+    return sorted(p for p in recipes_dir.glob(f"*/{RECIPE_FILE}") if p.parent.name != SHARED_SCRIPTS)
+
+
+def variant_config(options: Options, table: ArchitectureTable, arch: Architecture) -> VariantConfig:
+    stale = stale_variant_files(table, options.variants_dir)
+    if stale:
+        raise UserError(
+            f"{', '.join(str(p) for p in stale)} out of date with {table.path.name}: run `orchestrate variants --write`"
+        )
+    files = [options.variants_dir / SHARED_VARIANTS_FILE, variant_file_path(options.variants_dir, arch.name)]
+    try:
+        config = VariantConfig.from_files([str(f) for f in files if f.exists()])
+    except Exception as exc:  # py-rattler-build raises its own error types
+        raise UserError(f"variant files for {arch.name} cannot be read ({_one_line(exc)}): fix {files[0].parent}")
+    if options.variant_overrides:
+        known = set(config.keys())
+        for key in options.variant_overrides:
+            if key not in known:
+                raise UserError(f"unknown variant key '{key}' for {arch.name}: known keys are {', '.join(sorted(known))}")
+            flags = table.architectures[arch.name].opt_ins
+            if key in _opt_in_flags(table) and key not in flags:
+                raise UserError(f"--variant {key} is not offered for {arch.name}: it applies to other architectures only")
+        override_yaml = "\n".join(f"{k}: [{json.dumps(_typed(v))}]" for k, v in options.variant_overrides.items())
+        config = config.merge(VariantConfig.from_yaml(override_yaml))
+    return config
+
+
+def render_all(options: Options, table: ArchitectureTable, arch: Architecture) -> list[Output]:
+    config = variant_config(options, table, arch)
+    typed_values = config.to_dict()
+    outputs: list[Output] = []
+    for recipe_path in discover(options.recipes_dir):
+        outputs.extend(render_recipe(recipe_path, config, typed_values, arch, options))
+    names = [o.name for o in outputs]
+    for output in outputs:
+        output.requires &= set(names)
+        output.requires.discard(output.name)
+    return outputs
+
+
+def render_recipe(
+    recipe_path: Path, config: VariantConfig, typed_values: dict, arch: Architecture, options: Options
+) -> list[Output]:
+    stage0_dict = load_recipe_yaml(recipe_path)
+    try:
+        recipe = Stage0Recipe.from_file(recipe_path)
+        rendered = recipe.render(config)
+    except Exception as exc:
+        raise UserError(f"{recipe_path}: not a valid recipe ({_one_line(exc)}): fix the recipe")
+    recipe_files = recipe_folder_digest(recipe_path.parent)
+    outputs = []
+    for variant in rendered:
+        stage1 = variant.recipe.to_dict()
+        name = stage1["package"]["name"]
+        context = _jinja_context(typed_values, variant.variant)
+        skip_exprs = _skip_expressions(stage0_dict, name)
+        output = Output(
+            name=name,
+            version=str(stage1["package"]["version"]),
+            build_string=str(stage1.get("build", {}).get("string", "")),
+            recipe_name=recipe_path.parent.name,
+            recipe_path=recipe_path,
+            variant={k: str(v) for k, v in variant.variant.items()},
+            rendered=stage1,
+            rendered_variant=variant,
+            requires=requirement_names(stage1),
+            noarch=bool(stage1.get("build", {}).get("noarch")),
+        )
+        if any(_evaluate(expr, context, recipe_path) for expr in skip_exprs):
+            mentioned = {k for expr in skip_exprs for k in _identifiers(expr)}
+            output.skip_reasons = arch.reasons_for_keys(mentioned) or [f"skip condition met: {' or '.join(skip_exprs)}"]
+        else:
+            conditions = " ".join(_if_conditions(stage0_dict))
+            output.notes = arch.missing_for_keys(set(_identifiers(conditions)))
+        output.patches = referenced_patches(stage1, recipe_path)
+        output.own_digests = {
+            "recipe": _digest(_hashable_recipe(stage1)),
+            "files": recipe_files,
+            "patches": _digest({str(p.relative_to(options.workspace)) if p.is_relative_to(options.workspace) else str(p): file_digest(p) for p in output.patches}),
+            "variant": _digest(output.variant),
+        }
+        outputs.append(output)
+    return outputs
+
+
+def load_recipe_yaml(recipe_path: Path) -> dict:
+    try:
+        data = yaml.safe_load(recipe_path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "unknown line"
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise UserError(f"{recipe_path}:{mark.line + 1 if mark else '?'}: {problem} ({where}): fix the YAML syntax")
+    if not isinstance(data, dict):
+        raise UserError(f"{recipe_path}:1: a recipe must be a YAML mapping: fix the recipe")
+    return data
+
+
+def requirement_names(stage1: dict) -> set[str]:
+    names = set()
+    reqs = stage1.get("requirements", {}) or {}
+    specs = [s for section in REQUIREMENT_SECTIONS for s in reqs.get(section, []) or []]
+    for test in stage1.get("tests", []) or []:
+        test_reqs = test.get("requirements", {}) if isinstance(test, dict) else {}
+        specs += [s for section in ("build", "run") for s in (test_reqs or {}).get(section, []) or []]
+    for spec in specs:
+        name = _spec_name(spec)
+        if name and not name.startswith("__"):
+            names.add(name)
+    return names
+
+
+def referenced_patches(stage1: dict, recipe_path: Path) -> list[Path]:
+    """Every patch the rendered sources name; a missing file is an error that names it."""
+    patches = []
+    for source in stage1.get("source", []) or []:
+        for patch in source.get("patches", []) or []:
+            path = (recipe_path.parent / str(patch)).resolve()
+            if not path.is_file():
+                raise UserError(f"{recipe_path}: patch {patch} does not exist ({path}): add the file or remove it from the recipe")
+            patches.append(path)
+    return patches
+
+
+def recipe_folder_digest(folder: Path) -> str:
+    """Every file of the recipe folder, plus the shared scripts it names, by content."""
+    files = {str(p.relative_to(folder)): file_digest(p) for p in _walk(folder)}
+    shared = folder.parent / SHARED_SCRIPTS
+    for ref in sorted(_shared_references(folder)):
+        target = shared / ref
+        for p in _walk(target) if target.is_dir() else [target] if target.is_file() else []:
+            files[f"{SHARED_SCRIPTS}/{p.relative_to(shared)}"] = file_digest(p)
+    return _digest(files)
+
+
+def compute_input_hashes(outputs: list[Output], order: list[Output]) -> None:
+    """Input hash = own inputs + dependencies' input hashes, so a rebuild ripples to dependents only."""
+    by_name: dict[str, list[Output]] = {}
+    for o in outputs:
+        by_name.setdefault(o.name, []).append(o)
+    for output in order:
+        deps = {}
+        for dep in sorted(output.requires):
+            candidates = [d for d in by_name.get(dep, []) if not d.skipped]
+            if candidates:
+                deps[dep] = _digest(sorted(d.input_hash for d in candidates))
+        output.dependency_hashes = deps
+        output.input_hash = _digest({"scheme": HASH_SCHEME, "own": output.own_digests, "deps": deps})
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _walk(folder: Path):
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not IGNORED_NAMES.intersection(path.relative_to(folder).parts):
+            yield path
+
+
+def _shared_references(folder: Path) -> set[str]:
+    refs = set()
+    pattern = re.compile(SHARED_SCRIPTS + r"/([\w.\-/]+)")
+    for path in _walk(folder):
+        try:
+            refs.update(m.rstrip("/.") for m in pattern.findall(path.read_text(errors="ignore")))
+        except OSError:
+            continue
+    return refs
+
+
+def _hashable_recipe(stage1: dict) -> dict:
+    data = json.loads(json.dumps(stage1, default=str))
+    env = ((data.get("build") or {}).get("script") or {})
+    if isinstance(env, dict) and isinstance(env.get("env"), dict):
+        for knob in BUILD_KNOBS:
+            env["env"].pop(knob, None)
+    return data
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _spec_name(spec: Any) -> str | None:
+    if isinstance(spec, dict):
+        for key in ("pin_subpackage", "pin_compatible"):
+            if key in spec:
+                inner = spec[key]
+                return inner.get("name") if isinstance(inner, dict) else str(inner)
+        return None
+    text = str(spec).strip()
+    match = re.match(r"^([A-Za-z0-9_.\-]+)", text)
+    return match.group(1).lower() if match else None
+
+
+def _skip_expressions(stage0: dict, output_name: str) -> list[str]:
+    exprs = _as_list((stage0.get("build") or {}).get("skip"))
+    for out in stage0.get("outputs", []) or []:
+        pkg = (out.get("package") or {}).get("name", "")
+        if pkg == output_name or "${{" in str(pkg):
+            exprs += _as_list((out.get("build") or {}).get("skip"))
+    return [str(e) for e in exprs]
+
+
+def _if_conditions(node: Any) -> list[str]:
+    found = []
+    if isinstance(node, dict):
+        if "if" in node:
+            found.append(str(node["if"]))
+        for value in node.values():
+            found += _if_conditions(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += _if_conditions(value)
+    return found
+
+
+def _as_list(value: Any) -> list:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _identifiers(expr: str) -> list[str]:
+    return re.findall(r"[A-Za-z_][A-Za-z0-9_]*", expr)
+
+
+_JINJA = jinja2.Environment()
+
+
+def _evaluate(expr: str, context: dict, recipe_path: Path) -> bool:
+    if isinstance(expr, bool):
+        return expr
+    try:
+        return bool(_JINJA.compile_expression(str(expr), undefined_to_none=True)(**context))
+    except jinja2.TemplateError as exc:
+        raise UserError(f"{recipe_path}: cannot evaluate skip condition '{expr}' ({exc}): fix the expression")
+
+
+def _jinja_context(typed_values: dict, used: dict) -> dict:
+    context = dict(PLATFORM_FLAGS)
+    for key, values in typed_values.items():
+        values = values if isinstance(values, list) else [values]
+        chosen = next((v for v in values if str(v).lower() == str(used.get(key, "")).lower()), values[0] if values else None)
+        context[key] = chosen
+    context.update({"target_platform": used.get("target_platform", "linux-64")})
+    return context
+
+
+def _opt_in_flags(table: ArchitectureTable) -> set[str]:
+    return {flag for arch in table.architectures.values() for flag in arch.opt_ins}
+
+
+def _typed(value: str) -> Any:
+    lowered = value.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    return value
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return text[:400]
