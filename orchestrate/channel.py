@@ -13,11 +13,14 @@ import hashlib
 import json
 import os
 import shutil
+import tarfile
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import zstandard
 from rattler.index import index_fs
 
 from .errors import UserError
@@ -203,3 +206,19 @@ def sha256_of(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def read_about(package: Path) -> dict:
+    """info/about.json of a .conda package, whose `extra.orchestrate` says what it was built from."""
+    with zipfile.ZipFile(package) as archive:
+        info = next(n for n in archive.namelist() if n.startswith("info-") and n.endswith(".tar.zst"))
+        with archive.open(info) as compressed, zstandard.ZstdDecompressor().stream_reader(compressed) as raw:
+            with tarfile.open(fileobj=raw, mode="r|") as tar:
+                for member in tar:
+                    if member.name == "info/about.json":
+                        return json.load(tar.extractfile(member))
+    raise ValueError(f"{package} has no info/about.json")
+
+
+def read_provenance(package: Path) -> dict:
+    return read_about(package).get("extra", {}).get("orchestrate", {})

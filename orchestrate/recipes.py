@@ -92,11 +92,11 @@ def variant_config(options: Options, table: ArchitectureTable, arch: Architectur
     if options.variant_overrides:
         known = set(config.keys())
         for key in options.variant_overrides:
+            if key in _opt_in_flags(table) and key not in arch.opt_ins:
+                offered = [a.name for a in table.architectures.values() if key in a.opt_ins]
+                raise UserError(f"--variant {key} is not offered for {arch.name}: it applies to {', '.join(offered)} only")
             if key not in known:
                 raise UserError(f"unknown variant key '{key}' for {arch.name}: known keys are {', '.join(sorted(known))}")
-            flags = table.architectures[arch.name].opt_ins
-            if key in _opt_in_flags(table) and key not in flags:
-                raise UserError(f"--variant {key} is not offered for {arch.name}: it applies to other architectures only")
         override_yaml = "\n".join(f"{k}: [{json.dumps(_typed(v))}]" for k, v in options.variant_overrides.items())
         config = config.merge(VariantConfig.from_yaml(override_yaml))
     return config

@@ -1,0 +1,59 @@
+"""Shared fixtures: a copy of the test graph workspace (tests/workspace) with the real architecture
+table, and a way to run the orchestrator's CLI in-process and read what a user would see."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from orchestrate.architectures import ArchitectureTable, write_variant_files
+from orchestrate.channel import Channel
+from orchestrate.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+TEST_WORKSPACE = REPO / "tests" / "workspace"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    shutil.copytree(TEST_WORKSPACE, ws)
+    shutil.copy(REPO / "variants" / "architectures.yaml", ws / "variants" / "architectures.yaml")
+    write_variant_files(ArchitectureTable.load(ws / "variants"), ws / "variants")
+    return ws
+
+
+@pytest.fixture
+def orchestrate(workspace: Path, capsys, monkeypatch):
+    """Run `orchestrate ARGS` in the test workspace; returns exit code, stdout and stderr."""
+    monkeypatch.chdir(workspace)
+    monkeypatch.delenv("ORCHESTRATE_ARCH", raising=False)
+
+    def run(*args: str) -> Result:
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def channel(workspace: Path) -> Channel:
+    return Channel(workspace / "channel")
+
+
+def run_subprocess(*args: str, cwd: Path, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "orchestrate", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, env=env)

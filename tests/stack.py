@@ -1,0 +1,38 @@
+"""Install from a channel the way pixi does (py-rattler's solver and installer), for the tests."""
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import rattler
+from rattler import VirtualPackage, VirtualPackageOverrides
+
+
+def virtual_packages_for(isa: str | None):
+    """This machine's virtual packages, with an AMD GPU of the given ISA (None: no GPU)."""
+    saved = {k: os.environ.get(k) for k in ("CONDA_OVERRIDE_AMDGPU", "CONDA_OVERRIDE_AMDGPU_ARCH")}
+    os.environ["CONDA_OVERRIDE_AMDGPU"] = "0" if isa else ""
+    os.environ["CONDA_OVERRIDE_AMDGPU_ARCH"] = isa or ""
+    try:
+        return [v.into_generic() for v in VirtualPackage.detect(VirtualPackageOverrides.from_env())]
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def solve(channel: str | Path, specs: list[str], isa: str | None):
+    return asyncio.run(rattler.solve(
+        sources=[rattler.Channel(str(channel))], specs=specs, platforms=["linux-64", "noarch"],
+        virtual_packages=virtual_packages_for(isa),
+    ))
+
+
+def install(channel: str | Path, specs: list[str], isa: str | None, prefix: Path) -> dict[str, str]:
+    """Solve and install into a fresh prefix; returns {package name: build string}."""
+    records = solve(channel, specs, isa)
+    asyncio.run(rattler.install(records, target_prefix=prefix))
+    return {r.name.normalized: str(r.build) for r in records}

@@ -1,0 +1,75 @@
+"""Architecture choice (flag, environment, hardware) and the one architecture table."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrate import detect
+from orchestrate.architectures import ArchitectureTable, stale_variant_files
+from orchestrate.errors import UserError
+
+REPO = Path(__file__).resolve().parent.parent
+TABLE = ArchitectureTable.load(REPO / "variants")
+ISSUE_ARCHS = {"gfx1151", "gfx1150", "gfx1100", "gfx1101", "gfx1200", "gfx1201", "gfx908", "gfx90a", "gfx942", "gfx950"}
+
+
+def fake_kfd(tmp_path: Path, versions: list[int]) -> Path:
+    nodes = tmp_path / "nodes"
+    for i, version in enumerate(versions):
+        (nodes / str(i)).mkdir(parents=True)
+        (nodes / str(i) / "properties").write_text(f"cpu_cores_count 16\ngfx_target_version {version}\nsimd_count 0\n")
+    return nodes
+
+
+@pytest.mark.parametrize("version,name", [(110501, "gfx1151"), (90010, "gfx90a"), (90402, "gfx942"),
+                                          (120001, "gfx1201"), (90008, "gfx908")])
+def test_kfd_target_version_decodes_to_gfx_name(version, name):
+    assert detect.gfx_name_from_target_version(version) == name
+
+
+def test_kfd_topology_skips_cpu_nodes(tmp_path):
+    assert detect._from_kfd_topology(fake_kfd(tmp_path, [0, 110501])) == ["gfx1151"]
+
+
+def test_choice_order_flag_then_environment_then_hardware(monkeypatch):
+    monkeypatch.setattr(detect, "detect_gpu_arch", lambda: "gfx1100")
+    monkeypatch.setenv("ORCHESTRATE_ARCH", "gfx942")
+    assert detect.choose_arch("gfx1151", TABLE) == "gfx1151"
+    assert detect.choose_arch(None, TABLE) == "gfx942"
+    monkeypatch.delenv("ORCHESTRATE_ARCH")
+    assert detect.choose_arch(None, TABLE) == "gfx1100"
+
+
+def test_detected_but_unknown_architecture_is_an_error(monkeypatch):
+    monkeypatch.setattr(detect, "detect_gpu_arch", lambda: "gfx1036")
+    monkeypatch.delenv("ORCHESTRATE_ARCH", raising=False)
+    with pytest.raises(UserError, match="unknown architecture 'gfx1036'"):
+        detect.choose_arch(None, TABLE)
+
+
+def test_rocminfo_output_is_parsed(monkeypatch):
+    monkeypatch.setattr(detect, "_run", lambda cmd: "  Name:  gfx000\n  Name:                    gfx1151\n" if cmd[0] == "rocminfo" else "")
+    monkeypatch.setattr(detect, "_from_kfd_topology", lambda: [])
+    assert detect.detect_gpu_arch() == "gfx1151"
+
+
+def test_table_covers_every_architecture_the_product_promises():
+    assert set(TABLE.names()) == ISSUE_ARCHS
+
+
+def test_isa_versions_match_gfx_names():
+    for arch in TABLE.architectures.values():
+        major, minor, step = (int(x) for x in arch.isa.split("."))
+        assert detect.gfx_name_from_target_version(major * 10000 + minor * 100 + step) == arch.name
+
+
+def test_every_unsupported_capability_says_why():
+    for arch in TABLE.architectures.values():
+        for cap in arch.capabilities.values():
+            assert cap.value in ("yes", "experimental", "no")
+            assert cap.value == "yes" or cap.why, f"{arch.name} {cap.name}"
+
+
+def test_committed_variant_files_match_the_table():
+    assert stale_variant_files(TABLE, REPO / "variants") == []

@@ -1,0 +1,183 @@
+"""End to end: the test graph (tests/workspace) built with real py-rattler-build builds into a real
+channel, installed with py-rattler, rebuilt only where inputs changed."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from orchestrate.channel import read_about
+from stack import install, solve
+
+GRAPH = ["rocm-sdk", "rocm-stack-check", "composable-kernel", "triton-rocm", "aotriton", "pytorch-rocm",
+         "aiter", "flash-attn-rocm", "vllm"]
+
+
+def states(out: str) -> dict[str, list[str]]:
+    """package -> results, from the plain summary/plan table."""
+    found: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        m = re.match(r"^(?:\d+\s+)?([a-z][a-z0-9-]+)\s+\S+\s+\S+\s+(up to date|built|failed|blocked|not built|will build|skipped|from cache)\b", line)
+        if m and m.group(1) in GRAPH:
+            found.setdefault(m.group(1), []).append(m.group(2))
+    return found
+
+
+def test_plan_orders_by_dependency_and_explains_skips(orchestrate):
+    result = orchestrate("plan", "--arch", "gfx908")
+    assert result.code == 0, result.err
+    order = [name for name in states(result.out)]
+    for before, after in [("rocm-sdk", "triton-rocm"), ("triton-rocm", "pytorch-rocm"), ("pytorch-rocm", "vllm"),
+                          ("rocm-stack-check", "pytorch-rocm"), ("pytorch-rocm", "flash-attn-rocm")]:
+        assert order.index(before) < order.index(after)
+    s = states(result.out)
+    assert s["aotriton"] == ["skipped"] and s["aiter"] == ["skipped"] and s["flash-attn-rocm"] == ["skipped"]
+    assert s["pytorch-rocm"] == ["will build"] and s["vllm"] == ["will build"]
+    aotriton_line = next(l for l in result.out.splitlines() if " aotriton " in l)
+    assert "aotriton has no gfx908 target" in aotriton_line
+    pytorch_line = next(l for l in result.out.splitlines() if " pytorch-rocm " in l)
+    assert "new" in pytorch_line and "without aotriton" in pytorch_line
+
+
+def test_build_all_then_install_what_landed(orchestrate, workspace, tmp_path):
+    result = orchestrate("build-all", "--arch", "gfx1151", "--jobs", "3")
+    assert result.code == 0, result.err
+    s = states(result.out)
+    assert all(v == ["built"] for k, v in s.items() if k != "flash-attn-rocm"), s
+    assert s["flash-attn-rocm"] == ["built", "built"]  # one per backend
+
+    prefix = tmp_path / "env"
+    builds = install(workspace / "channel", ["vllm", "flash-attn-rocm * *triton*", "aotriton"], "11.5.1", prefix)
+    assert builds["pytorch-rocm"].startswith("gfx1151_")
+    assert (prefix / "share/flash-attn-rocm/backend").read_text().strip() == "triton"
+    assert "patched for the test graph" in (prefix / "share/aotriton/kernels.txt").read_text()
+    assert (prefix / "share/pytorch-rocm/max-jobs").read_text().strip() == "3"  # knob reached the script
+
+
+def test_up_to_date_build_touches_nothing(orchestrate, channel):
+    assert orchestrate("build-all", "--arch", "gfx1151").code == 0
+    before = channel.snapshot()
+    result = orchestrate("build-all", "--arch", "gfx1151")
+    assert result.code == 0
+    assert set(sum(states(result.out).values(), [])) == {"up to date"}
+    assert channel.snapshot() == before
+
+
+def test_patch_change_rebuilds_exactly_the_package_and_its_dependents(orchestrate, workspace, channel):
+    assert orchestrate("build-all", "--arch", "gfx1151").code == 0
+    old_pytorch = next((channel.path / "linux-64").glob("pytorch-rocm-*.conda")).read_bytes()
+    patch = workspace / "patches/aotriton/0001-add-gfx908-target.patch"
+    patch.write_text(patch.read_text().replace("patched for the test graph", "patched for the test graph again"))
+    plan = orchestrate("plan", "--arch", "gfx1151")
+    rebuilt = {k for k, v in states(plan.out).items() if "will build" in v}
+    assert rebuilt == {"aotriton", "pytorch-rocm", "aiter", "flash-attn-rocm", "vllm"}
+    assert "patch changed" in next(l for l in plan.out.splitlines() if " aotriton " in l)
+    assert "dependency will be rebuilt: aotriton" in next(l for l in plan.out.splitlines() if " pytorch-rocm " in l)
+
+    result = orchestrate("build-all", "--arch", "gfx1151")
+    assert result.code == 0
+    built = [k for k, v in states(result.out).items() for state in v if state == "built"]
+    assert sorted(built) == sorted(["aotriton", "pytorch-rocm", "aiter", "flash-attn-rocm", "flash-attn-rocm", "vllm"])
+    # the replaced package is kept, not lost
+    kept = list((channel.path / ".superseded").rglob("pytorch-rocm-*.conda"))
+    assert len(kept) == 1 and kept[0].read_bytes() == old_pytorch
+
+
+def test_shared_script_change_rebuilds_its_users(orchestrate, workspace):
+    assert orchestrate("build-all", "--arch", "gfx1151").code == 0
+    script = workspace / "recipes/_shared/write-marker.sh"
+    script.write_text(script.read_text() + "\n# changed\n")
+    plan = orchestrate("plan", "--arch", "gfx1151")
+    assert {k for k, v in states(plan.out).items() if "will build" in v} == set(GRAPH) - {"aotriton"} | {"aotriton"}
+    assert "script changed" in next(l for l in plan.out.splitlines() if " rocm-sdk " in l)
+
+
+def test_package_records_its_inputs_and_patches(orchestrate, channel):
+    assert orchestrate("build-all", "--arch", "gfx1151").code == 0
+    package = next((channel.path / "linux-64").glob("aotriton-*.conda"))
+    record = _about(package)["extra"]["orchestrate"]
+    entry = channel.manifest()[f"linux-64/{package.name}"]
+    assert record["input_hash"] == entry.input_hash
+    assert record["gpu_arch"] == "gfx1151"
+    assert [p["file"] for p in record["patches"]] == ["patches/aotriton/0001-add-gfx908-target.patch"]
+
+
+def test_failure_keeps_channel_and_resume_builds_only_the_rest(orchestrate, workspace, channel):
+    assert orchestrate("build", "rocm-sdk", "--arch", "gfx1151").code == 0
+    before = channel.snapshot()
+    recipe = workspace / "recipes/triton-rocm/recipe.yaml"
+    good = recipe.read_text()
+    recipe.write_text(good.replace("content:\n", "content:\n      - echo broken on purpose; exit 3\n"))
+    result = orchestrate("build-all", "--arch", "gfx1151")
+    assert result.code == 1
+    assert "FAILED triton-rocm" in result.err and "full log:" in result.err
+    log = Path(re.search(r"full log: (\S+)", result.err).group(1))
+    assert "broken on purpose" in log.read_text()
+    s = states(result.out)
+    assert s["triton-rocm"] == ["failed"] and s["pytorch-rocm"] == ["blocked"]
+    assert s["composable-kernel"] in (["built"], ["not built"])
+    assert channel.snapshot() == before or s["composable-kernel"] == ["built"]
+    assert not any("triton-rocm" in f for f in channel.snapshot())
+
+    recipe.write_text(good)
+    again = orchestrate("build-all", "--arch", "gfx1151")
+    assert again.code == 0
+    s = states(again.out)
+    assert s["rocm-sdk"] == ["up to date"] and s["triton-rocm"] == ["built"]
+
+
+def test_keep_going_builds_everything_that_does_not_need_the_failure(orchestrate, workspace):
+    recipe = workspace / "recipes/aotriton/recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("content:\n", "content:\n      - exit 4\n"))
+    result = orchestrate("build-all", "--arch", "gfx1151", "--keep-going")
+    assert result.code == 1
+    s = states(result.out)
+    assert s["aotriton"] == ["failed"]
+    assert s["pytorch-rocm"] == ["blocked"] and s["vllm"] == ["blocked"] and s["flash-attn-rocm"] == ["blocked"] * 2
+    assert s["rocm-sdk"] == s["triton-rocm"] == s["composable-kernel"] == s["rocm-stack-check"] == ["built"]
+
+
+def test_without_keep_going_the_run_stops_at_the_first_failure(orchestrate, workspace):
+    recipe = workspace / "recipes/rocm-sdk/recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("content:\n", "content:\n      - exit 5\n"))
+    result = orchestrate("build-all", "--arch", "gfx1151")
+    assert result.code == 1
+    s = states(result.out)
+    assert s["rocm-sdk"] == ["failed"] and s["rocm-stack-check"] == ["not built"]
+
+
+def test_build_named_package_builds_what_it_needs_only(orchestrate):
+    result = orchestrate("build", "pytorch-rocm", "--arch", "gfx1151")
+    assert result.code == 0
+    assert set(states(result.out)) == {"rocm-sdk", "rocm-stack-check", "triton-rocm", "aotriton", "pytorch-rocm"}
+
+
+def test_dry_run_builds_nothing(orchestrate, channel):
+    result = orchestrate("build-all", "--arch", "gfx1151", "--dry-run")
+    assert result.code == 0 and "will build" in result.out
+    assert not channel.path.exists()
+
+
+def test_one_channel_two_architectures_resolves_per_machine(orchestrate, workspace):
+    assert orchestrate("build-all", "--arch", "gfx1151").code == 0
+    assert orchestrate("build-all", "--arch", "gfx1100").code == 0
+    listing = orchestrate("list")
+    assert "gfx1100: 9 package(s), gfx1151: 9 package(s), noarch: 1 package(s)" in listing.out
+    for isa, arch in (("11.5.1", "gfx1151"), ("11.0.0", "gfx1100")):
+        builds = {r.name.normalized: str(r.build) for r in solve(workspace / "channel", ["vllm"], isa)}
+        assert builds["pytorch-rocm"].startswith(arch + "_") and builds["rocm-sdk"].startswith(arch + "_")
+    with pytest.raises(Exception, match="(?i)cannot solve|incompatible|no candidates"):
+        solve(workspace / "channel", ["vllm"], "9.4.2")  # an MI300X: nothing here is built for it
+
+
+def test_opt_in_variant_builds_aotriton_for_mi100(orchestrate):
+    plan = orchestrate("plan", "--arch", "gfx908", "--variant", "aotriton_mi100_fa=true")
+    assert plan.code == 0
+    assert states(plan.out)["aotriton"] == ["will build"]
+    refused = orchestrate("plan", "--arch", "gfx1151", "--variant", "aotriton_mi100_fa=true")
+    assert refused.code == 2 and "not offered for gfx1151" in refused.err
+
+
+def _about(package: Path) -> dict:
+    return read_about(package)

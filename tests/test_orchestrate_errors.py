@@ -1,0 +1,142 @@
+"""Every bad input: one clear line that names the fix, a non-zero exit, the channel exactly as before."""
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import run_subprocess
+
+
+@pytest.fixture
+def built(orchestrate, channel):
+    """A channel that already holds a package, so 'untouched' means something."""
+    assert orchestrate("build", "rocm-sdk", "--arch", "gfx1151").code == 0
+    return channel.snapshot()
+
+
+def assert_one_line_error(result, *fragments: str) -> None:
+    assert result.code != 0
+    lines = [l for l in result.err.splitlines() if l.strip()]
+    assert len(lines) == 1, result.err
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_unknown_architecture(orchestrate, channel, built):
+    result = orchestrate("build-all", "--arch", "gfx9999")
+    assert_one_line_error(result, "unknown architecture 'gfx9999'", "gfx1151", "gfx908")
+    assert channel.snapshot() == built
+
+
+def test_no_architecture_and_no_gpu_lists_the_known_ones(orchestrate, monkeypatch):
+    monkeypatch.setattr("orchestrate.detect.detect_gpu_arch", lambda: None)
+    result = orchestrate("plan")
+    assert_one_line_error(result, "no AMD GPU found", "--arch", "gfx1151, gfx1200")
+
+
+def test_unknown_package(orchestrate, channel, built):
+    result = orchestrate("build", "pytorch", "--arch", "gfx1151")
+    assert_one_line_error(result, "unknown package pytorch", "pytorch-rocm")
+    assert channel.snapshot() == built
+
+
+def test_recipe_that_is_not_yaml_names_file_and_line(orchestrate, workspace, channel, built):
+    recipe = workspace / "recipes/vllm/recipe.yaml"
+    lines = recipe.read_text().splitlines()
+    lines.insert(3, "  version: [unclosed")
+    recipe.write_text("\n".join(lines) + "\n")
+    result = orchestrate("build-all", "--arch", "gfx1151")
+    assert_one_line_error(result, f"{recipe}:", "fix the YAML")
+    assert channel.snapshot() == built
+
+
+def test_recipe_that_is_not_a_valid_recipe(orchestrate, workspace, channel, built):
+    recipe = workspace / "recipes/vllm/recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("package:\n  name: vllm\n", "package:\n  nam: vllm\n"))
+    result = orchestrate("build-all", "--arch", "gfx1151")
+    assert_one_line_error(result, str(recipe), "not a valid recipe")
+    assert channel.snapshot() == built
+
+
+def test_missing_patch(orchestrate, workspace, channel, built):
+    (workspace / "patches/aotriton/0001-add-gfx908-target.patch").unlink()
+    result = orchestrate("build-all", "--arch", "gfx1151")
+    assert_one_line_error(result, "0001-add-gfx908-target.patch does not exist", "aotriton")
+    assert channel.snapshot() == built
+
+
+def test_dependency_cycle_is_named(orchestrate, workspace, channel, built):
+    recipe = workspace / "recipes/triton-rocm/recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("host: [rocm-sdk]", "host: [rocm-sdk, vllm]"))
+    result = orchestrate("build-all", "--arch", "gfx1151")
+    assert_one_line_error(result, "dependency cycle:", "remove one of these requirements")
+    cycle = result.err.split("dependency cycle: ")[1].split(":")[0].split(" -> ")
+    assert cycle[0] == cycle[-1] and {"triton-rocm", "vllm"} <= set(cycle)
+    assert channel.snapshot() == built
+
+
+def test_unreachable_source_fails_fast(orchestrate, workspace, channel, built):
+    recipe = workspace / "recipes/composable-kernel/recipe.yaml"
+    text = recipe.read_text().replace(
+        "build:\n",
+        "source:\n  url: http://127.0.0.1:9/composable_kernel.tar.gz\n  sha256: '" + "ab" * 32 + "'\nbuild:\n", 1)
+    recipe.write_text(text)
+    result = orchestrate("build", "composable-kernel", "--arch", "gfx1151")
+    assert result.code == 1
+    assert "FAILED composable-kernel" in result.err and "could not be downloaded" in result.err
+    assert channel.snapshot() == built
+
+
+def test_unwritable_channel(orchestrate, workspace, tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the channel's parent should be")
+    result = orchestrate("build-all", "--arch", "gfx1151", "--channel", blocker / "channel")
+    assert_one_line_error(result, "is not writable", "--channel")
+    assert blocker.read_text().startswith("a file")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permissions")
+def test_read_only_channel(orchestrate, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    result = orchestrate("build-all", "--arch", "gfx1151", "--channel", ro)
+    assert_one_line_error(result, "is not writable")
+
+
+def test_folder_that_is_not_a_channel(orchestrate, tmp_path):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    (folder / "holiday.jpg").write_bytes(b"\xff\xd8")
+    result = orchestrate("build-all", "--arch", "gfx1151", "--channel", folder)
+    assert_one_line_error(result, "is not a conda channel", "--channel")
+    assert sorted(p.name for p in folder.iterdir()) == ["holiday.jpg"]
+
+
+def test_second_orchestration_on_a_channel_is_refused(workspace, channel, built):
+    with open(channel.path / ".orchestrate.lock", "r+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write(f"pid {os.getpid()} (orchestrate build-all, since 12:00:00)")
+        held.flush()
+        result = run_subprocess("build-all", "--arch", "gfx1151", cwd=workspace)
+    assert result.returncode == 2
+    assert f"in use by pid {os.getpid()} (orchestrate build-all" in result.stderr
+    assert channel.snapshot() == built
+
+
+def test_stale_variant_files(orchestrate, workspace):
+    (workspace / "variants/gfx1151.yaml").write_text("gpu_arch: [gfx1151]\n")
+    result = orchestrate("plan", "--arch", "gfx1151")
+    assert_one_line_error(result, "gfx1151.yaml out of date", "orchestrate variants --write")
+    assert orchestrate("variants", "--write").code == 0
+    assert orchestrate("plan", "--arch", "gfx1151").code == 0
+
+
+def test_bad_variant_override(orchestrate):
+    assert_one_line_error(orchestrate("plan", "--arch", "gfx1151", "--variant", "nonsense"), "KEY=VALUE")
+    assert_one_line_error(orchestrate("plan", "--arch", "gfx1151", "--variant", "colour=red"),
+                          "unknown variant key 'colour'")
