@@ -130,7 +130,9 @@ def render_recipe(
         stage1 = variant.recipe.to_dict()
         name = stage1["package"]["name"]
         context = _jinja_context(typed_values, variant.variant)
+        context.update(getattr(variant.recipe, "context", None) or {})
         skip_exprs = _skip_expressions(stage0_dict, name)
+        definitions = {k: str(v) for k, v in (stage0_dict.get("context") or {}).items()}
         output = Output(
             name=name,
             version=str(stage1["package"]["version"]),
@@ -144,11 +146,12 @@ def render_recipe(
             noarch=bool(stage1.get("build", {}).get("noarch")),
         )
         if any(_evaluate(expr, context, recipe_path) for expr in skip_exprs):
-            mentioned = {k for expr in skip_exprs for k in _identifiers(expr)}
-            output.skip_reasons = arch.reasons_for_keys(mentioned) or [f"skip condition met: {' or '.join(skip_exprs)}"]
+            true_exprs = [e for e in skip_exprs if _evaluate(e, context, recipe_path)]
+            mentioned = _expand_identifiers(" ".join(true_exprs), definitions)
+            output.skip_reasons = arch.reasons_for_keys(mentioned) or [f"the recipe skips it here ({' or '.join(true_exprs)})"]
         else:
             conditions = " ".join(_if_conditions(stage0_dict))
-            output.notes = arch.missing_for_keys(set(_identifiers(conditions)))
+            output.notes = arch.missing_for_keys(_expand_identifiers(conditions, definitions))
         output.patches = referenced_patches(stage1, recipe_path)
         output.own_digests = {
             "recipe": _digest(_hashable_recipe(stage1)),
@@ -297,6 +300,18 @@ def _as_list(value: Any) -> list:
     if value is None:
         return []
     return value if isinstance(value, list) else [value]
+
+
+def _expand_identifiers(expr: str, definitions: dict[str, str]) -> set[str]:
+    """Identifiers in an expression, following context variables to what they are defined from."""
+    found: set[str] = set()
+    pending = _identifiers(expr)
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found.add(name)
+            pending += _identifiers(definitions.get(name, ""))
+    return found
 
 
 def _identifiers(expr: str) -> list[str]:

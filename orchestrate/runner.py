@@ -57,6 +57,7 @@ def make_plan(options: Options, packages: list[str] | None = None) -> Plan:
     set_build_knobs(options)
     outputs = render_all(options, table, arch)
     order = graph.build_order(outputs)
+    _skip_dependents_of_skipped(order)
     compute_input_hashes(outputs, order)
     if packages:
         order = [o for o in order if o in graph.closure(outputs, packages)]
@@ -70,6 +71,17 @@ def make_plan(options: Options, packages: list[str] | None = None) -> Plan:
             will_build.add(output.name)
         steps.append(step)
     return Plan(arch, steps, outputs)
+
+
+def _skip_dependents_of_skipped(order: list[Output]) -> None:
+    """A package that needs one the architecture does not get is skipped too, saying which and why.
+    (Optional components are conditional requirements in the recipe, so they never show up here.)"""
+    available: dict[str, bool] = {}
+    for output in order:
+        missing = sorted(d for d in output.requires if not available.get(d, True))
+        if missing and not output.skipped:
+            output.skip_reasons = [f"needs {d}, which is skipped for this architecture" for d in missing]
+        available[output.name] = available.get(output.name, False) or not output.skipped
 
 
 def _plan_step(output: Output, channel: Channel, will_build: set[str]) -> Step:

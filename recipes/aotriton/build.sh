@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Configure and build aotriton for one arch with every network fetch of its CMake neutralized.
+set -euo pipefail
+source "$RECIPE_DIR/../_shared/rocm-env.sh"
+
+build_dir="$SRC_DIR/aotriton-build"
+# Any pip call inside aotriton's venv must be satisfied from the host env or fail loudly.
+export PIP_NO_INDEX=1
+export PIP_NO_BUILD_ISOLATION=1
+
+# aotriton clones aiter into <build>/v3src/aiter unless a git checkout at the tag named in
+# third_party/aiter.txt is already there (checked with `git describe --tags --exact-match`).
+aiter_dir="$build_dir/v3src/aiter"
+mkdir -p "$build_dir/v3src"
+cp -a "$SRC_DIR/aiter" "$aiter_dir"
+if ! git -C "$aiter_dir" describe --tags --exact-match HEAD 2>/dev/null | grep -qx "$AITER_TAG"; then
+    rm -rf "$aiter_dir/.git"
+    git -C "$aiter_dir" init -q
+    git -C "$aiter_dir" add -A
+    git -C "$aiter_dir" -c user.name=rocm-stack -c user.email=rocm-stack@localhost commit -q -m "aiter $AITER_TAG (pinned source)"
+    git -C "$aiter_dir" tag "$AITER_TAG"
+fi
+
+cmake -S "$SRC_DIR/aotriton" -B "$build_dir" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX="$PREFIX/opt/aotriton" \
+    -DPython3_EXECUTABLE="$PYTHON" \
+    -DAOTRITON_TARGET_ARCH="$GPU_ARCH" \
+    -DAOTRITON_GPU_BUILD_TIMEOUT=0 \
+    -DAOTRITON_NO_PYTHON=ON \
+    -DAOTRITON_USE_TORCH=OFF \
+    -DAOTRITON_NOIMAGE_MODE=OFF \
+    -DAOTRITON_INHERIT_SYSTEM_SITE_TRITON=ON \
+    -DVENV_DIR="$build_dir/venv"
+# aotriton's README: `ninja install` runs the whole build; a separate `ninja` would repeat it.
+ninja -C "$build_dir" "$NINJA_JOBS_FLAG" install
+
+bash "$RECIPE_DIR/../_shared/record-patches.sh" aotriton

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+set -euo pipefail
+source "$RECIPE_DIR/../_shared/rocm-env.sh"
+
+export VLLM_TARGET_DEVICE=rocm
+# No .git in the work tree: versioning tools need the version given (vcs-versioning is what
+# setuptools-scm >= 10 delegates to).
+export SETUPTOOLS_SCM_PRETEND_VERSION="$PKG_VERSION"
+export VCS_VERSIONING_PRETEND_VERSION="$PKG_VERSION"
+# CMake would otherwise FetchContent ROCm/triton from the network.
+export TRITON_KERNELS_SRC_DIR="$SRC_DIR/_deps/rocm-triton/python/triton_kernels/triton_kernels"
+test -f "$TRITON_KERNELS_SRC_DIR/__init__.py"
+
+# Rust parts (vllm-rs frontend binary, vllm._rust_tool_parser) are optional setuptools-rust extensions:
+# with no Rust compiler in the build env, setup.py skips them. They need a nightly toolchain
+# (rust-toolchain.toml) plus crates from the network. Without them: no VLLM_USE_RUST_FRONTEND and no
+# Rust-backed tool parsers (e.g. minimax_m3); the Python frontend and parsers work.
+unset VLLM_REQUIRE_RUST_FRONTEND
+
+# Strip torch/torchvision/torchaudio pins from requirements and pyproject: torch is our pytorch-rocm.
+"$PYTHON" use_existing_torch.py
+
+"$PYTHON" -m pip install . --no-deps --no-build-isolation -vv
+
+bash "$RECIPE_DIR/../_shared/record-patches.sh" "$PKG_NAME"

@@ -1,0 +1,138 @@
+"""The real recipes (recipes/): each renders for every architecture, skips exactly what the table says,
+pins every source, and every patch is explained, referenced and (given sources) applies."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from orchestrate import runner
+from orchestrate.architectures import ArchitectureTable
+from orchestrate.options import Options
+
+REPO = Path(__file__).resolve().parent.parent
+TABLE = ArchitectureTable.load(REPO / "variants")
+ARCHS = TABLE.names()
+RECIPE_DIRS = sorted(p.parent.name for p in (REPO / "recipes").glob("*/recipe.yaml"))
+SOURCES_ENV = "ROCM_STACK_SOURCES"
+
+
+@lru_cache(maxsize=None)
+def plan_for(arch: str, overrides: tuple = ()) -> runner.Plan:
+    options = Options(workspace=REPO, channel=Path("/nonexistent/orchestrate-test-channel"), arch=arch,
+                      source_channels=[], variant_overrides=dict(overrides))
+    return runner.make_plan(options)
+
+
+def outputs(arch: str, name: str, overrides: tuple = ()):
+    return [s for s in plan_for(arch, overrides).steps if s.output.name == name]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_recipe_renders_and_orders_for(arch):
+    plan = plan_for(arch)
+    assert {s.output.recipe_name for s in plan.steps} == set(RECIPE_DIRS)
+    seen = set()
+    for step in plan.steps:  # dependencies come first
+        assert step.output.requires <= seen | {step.output.name}, step.output.name
+        seen.add(step.output.name)
+    for step in plan.steps:
+        assert step.state in (runner.BUILD, runner.SKIP)
+        if step.state == runner.SKIP:
+            assert step.reasons and all(r.strip() for r in step.reasons)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_skips_follow_the_table(arch):
+    row = TABLE.get(arch)
+    value = {name: cap.value for name, cap in row.capabilities.items()}
+    [aotriton] = outputs(arch, "aotriton")
+    assert (aotriton.state == runner.SKIP) == (value["aotriton"] == "no")
+    [aiter] = outputs(arch, "aiter")
+    assert (aiter.state == runner.SKIP) == (value["aiter"] == "no")
+    built_backends = sorted(s.output.variant["flash_attn_backend"] for s in outputs(arch, "flash-attn-rocm")
+                            if s.state == runner.BUILD)
+    assert built_backends == sorted(row.flash_attn_backends)
+    for always in ("rocm-sdk", "pytorch-rocm", "vllm-rocm", "composable-kernel"):
+        assert all(s.state == runner.BUILD for s in outputs(arch, always)), always
+
+
+def test_pytorch_on_mi100_builds_without_aotriton_and_says_so():
+    [pytorch] = outputs("gfx908", "pytorch-rocm")
+    assert pytorch.state == runner.BUILD
+    assert "aotriton" not in pytorch.output.requires
+    assert any("without aotriton" in r for r in pytorch.reasons)
+
+
+def test_mi100_flash_attention_is_an_opt_in():
+    [default] = outputs("gfx908", "aotriton")
+    assert default.state == runner.SKIP
+    [opted] = outputs("gfx908", "aotriton", (("aotriton_mi100_fa", "true"),))
+    assert opted.state == runner.BUILD
+    assert any("gfx908" in p.name for p in opted.output.patches)
+    [pytorch] = outputs("gfx908", "pytorch-rocm", (("aotriton_mi100_fa", "true"),))
+    assert "aotriton" in pytorch.output.requires
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_arch_specific_packages_say_their_arch_and_require_its_isa(arch):
+    isa = TABLE.get(arch).isa
+    for step in plan_for(arch).steps:
+        o = step.output
+        if "gpu_arch" not in o.variant or step.state == runner.SKIP:
+            continue
+        assert o.build_string.startswith(arch + "_"), o.label
+        constraints = (o.rendered.get("requirements") or {}).get("run_constraints") or []
+        assert f"__amdgpu_arch =={isa}" in [str(c) for c in constraints], o.label
+
+
+def _all_rendered():
+    for arch in ARCHS:
+        yield from (s.output for s in plan_for(arch).steps)
+    yield from (s.output for s in plan_for("gfx908", (("aotriton_mi100_fa", "true"),)).steps)
+
+
+def test_every_source_is_pinned():
+    for o in _all_rendered():
+        for source in o.rendered.get("source", []) or []:
+            if "url" in source:
+                assert re.fullmatch(r"[0-9a-f]{64}", str(source.get("sha256", ""))), (o.label, source.get("url"))
+            elif "git" in source:
+                assert re.fullmatch(r"[0-9a-f]{40}", str(source.get("rev", ""))), (o.label, source.get("git"))
+            else:
+                assert "path" in source, (o.label, source)
+
+
+def test_every_recipe_has_tests():
+    for o in _all_rendered():
+        assert o.rendered.get("tests"), f"{o.label} has no tests section"
+
+
+PATCHES = sorted((REPO / "patches").rglob("*.patch"))
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: str(p.relative_to(REPO / "patches")))
+def test_patch_opens_with_its_header(patch):
+    head = patch.read_text().split("\n--- ", 1)[0].split("\ndiff --git", 1)[0]
+    for field in ("Why:", "Upstream:", "Applies to:"):
+        assert re.search(rf"^\s*#?\s*{field}\s*\S", head, re.M), f"{patch.name}: header lacks {field}"
+
+
+def test_no_orphan_patches():
+    referenced = {p for o in _all_rendered() for p in o.patches}
+    assert set(PATCHES) == referenced, f"not referenced: {sorted(map(str, set(PATCHES) - referenced))}"
+
+
+@pytest.mark.skipif(not os.environ.get(SOURCES_ENV),
+                    reason=f"set {SOURCES_ENV}=DIR with one checkout per component (DIR/aotriton, ...) to apply patches")
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: str(p.relative_to(REPO / "patches")))
+def test_patch_applies_to_the_pinned_source(patch):
+    checkout = Path(os.environ[SOURCES_ENV]) / patch.parent.name
+    if not checkout.is_dir():
+        pytest.skip(f"no checkout of {patch.parent.name} under ${SOURCES_ENV}")
+    result = subprocess.run(["git", "apply", "--check", str(patch)], cwd=checkout, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
