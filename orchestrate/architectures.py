@@ -168,3 +168,19 @@ def write_variant_files(table: ArchitectureTable, variants_dir: Path) -> list[Pa
 def _yaml_where(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark else str(exc)
+
+
+def support_table_markdown(table: ArchitectureTable) -> str:
+    """README's per-architecture table, generated from the one table (a test keeps README in step)."""
+    marks = {"yes": "yes", "experimental": "experimental", "no": "—"}
+    columns = [("aotriton", "Flash/mem-eff SDPA (aotriton)"), ("ck_mha", "CK attention lib"),
+               ("flash_attn_ck", "flash-attn CK"), ("flash_attn_triton", "flash-attn Triton"),
+               ("aiter", "aiter"), ("ck_sdpa", "PyTorch CK SDPA"), ("fbgemm_genai", "FBGEMM GenAI")]
+    lines = ["| arch | GPU | " + " | ".join(title for _, title in columns) + " |",
+             "|---|---|" + "---|" * len(columns)]
+    for arch in table.architectures.values():
+        cells = [marks[arch.capabilities[cap].value] for cap, _ in columns]
+        if arch.opt_ins and cells[0] == "—":
+            cells[0] = "— (opt-in: " + ", ".join(f"`{f}`" for f in arch.opt_ins) + ")"
+        lines.append(f"| {arch.name} | {arch.product} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -28,6 +28,7 @@ HASH_SCHEME = "orchestrate-inputs-v1"
 # Build knobs reach scripts through build.script.env; they change how fast a build runs, not what it
 # produces, so they stay out of the input hash.
 BUILD_KNOBS = ("MAX_JOBS", "COMPILER_LAUNCHER")
+COMPILER_CACHES = ("ccache", "sccache")
 REQUIREMENT_SECTIONS = ("build", "host", "run")
 IGNORED_NAMES = {"__pycache__", ".git", "output", ".DS_Store"}
 PLATFORM_FLAGS = {"linux": True, "unix": True, "win": False, "osx": False, "linux64": True, "x86_64": True}
@@ -251,10 +252,13 @@ def _shared_references(folder: Path) -> set[str]:
 
 def _hashable_recipe(stage1: dict) -> dict:
     data = json.loads(json.dumps(stage1, default=str))
-    env = ((data.get("build") or {}).get("script") or {})
-    if isinstance(env, dict) and isinstance(env.get("env"), dict):
+    script = (data.get("build") or {}).get("script") or {}
+    if isinstance(script, dict) and isinstance(script.get("env"), dict):
         for knob in BUILD_KNOBS:
-            env["env"].pop(knob, None)
+            script["env"].pop(knob, None)
+    build_reqs = (data.get("requirements") or {}).get("build")
+    if isinstance(build_reqs, list):  # a compiler cache in the build env changes speed, not output
+        data["requirements"]["build"] = [r for r in build_reqs if str(r).split()[0] not in COMPILER_CACHES]
     return data
 
 

@@ -61,3 +61,11 @@ def test_ci_runs_exactly_readmes_test_command():
 def test_pyproject_and_pixi_agree_on_dependencies():
     pip_deps = {re.split(r"[<>=\[ ]", d)[0] for d in PYPROJECT["project"]["dependencies"]}
     assert pip_deps <= set(PIXI["dependencies"]) | {"py-rattler"}
+
+
+def test_readme_support_table_is_the_architecture_table():
+    from orchestrate.architectures import ArchitectureTable, support_table_markdown
+
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("<!-- support-table:start -->\n")[1].split("\n<!-- support-table:end -->")[0]
+    assert section == support_table_markdown(ArchitectureTable.load(REPO / "variants"))

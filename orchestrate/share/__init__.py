@@ -1,0 +1,109 @@
+"""Sharing the channel with a team: `serve`, `publish`, `consumer-manifest`, and the build cache
+(`build-all --cache-channel URL`, see cache.py). Importing this package registers the commands."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import cli
+from ..errors import UserError
+from ..options import find_workspace, load_config
+
+
+def _options(args: argparse.Namespace):
+    """The CLI's own Options for the arguments these commands share with it (--workspace, --channel)."""
+    defaults = {"arch": None, "variant": [], "source_channel": None, "quiet": False}
+    return cli.options_from_args(argparse.Namespace(**{**defaults, **vars(args)}))
+
+
+def _local_channel_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--channel", type=Path, help=f"local channel folder (default: <workspace>/{cli.DEFAULT_CHANNEL})")
+    parser.add_argument("--quiet", "-q", action="store_true", help="plain lines only")
+
+
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    from .serve import DEFAULT_HOST, DEFAULT_PORT
+
+    _local_channel_arguments(parser)
+    parser.add_argument("--host", default=DEFAULT_HOST,
+                        help=f"address to listen on (default {DEFAULT_HOST}: this machine only; 0.0.0.0: the network)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
+
+
+def _run_serve(args, reporter) -> int:
+    from .serve import serve
+
+    return serve(_options(args).channel, args.host, args.port, reporter)
+
+
+def _s3_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--s3-endpoint-url", metavar="URL",
+                        help="S3-compatible endpoint, e.g. http://minio:9000 (default: [s3-options.<bucket>] in "
+                             "orchestrate.toml, else $AWS_ENDPOINT_URL, else AWS)")
+    parser.add_argument("--s3-region", help="region (default: orchestrate.toml, $AWS_REGION, else us-east-1)")
+    parser.add_argument("--s3-path-style", action=argparse.BooleanOptionalAction, default=None,
+                        help="path-style bucket addressing (default: on with a custom endpoint, off for AWS)")
+
+
+def _s3_flags(args) -> dict:
+    return {"endpoint_url": args.s3_endpoint_url, "region": args.s3_region, "path_style": args.s3_path_style}
+
+
+def _publish_arguments(parser: argparse.ArgumentParser) -> None:
+    _local_channel_arguments(parser)
+    parser.add_argument("--to", required=True, metavar="TARGET",
+                        help="file:///dir, s3://bucket/channel, prefix://[host/]channel, quetz://host/channel, "
+                             "artifactory://host/channel or anaconda://owner[/label]")
+    parser.add_argument("--arch", help="publish only this architecture's packages (and the noarch ones)")
+    _s3_arguments(parser)
+    parser.add_argument("packages", nargs="*", metavar="PKG", help="only these packages (default: all)")
+
+
+def _run_publish(args, reporter) -> int:
+    from .publish import publish
+
+    options = _options(args)
+    options.arch = args.arch  # a filter here, not the build architecture from orchestrate.toml
+    return publish(options, args.to, args.packages, reporter, _s3_flags(args))
+
+
+def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--channel", required=True, metavar="URL",
+                        help="the shared channel teammates install from (http(s)://, s3://, file://, a path)")
+    parser.add_argument("--arch", help="pin the GPU-specific packages to this architecture's builds")
+    parser.add_argument("--workspace", type=Path, help="workspace whose architecture table to use")
+    parser.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
+    parser.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
+    parser.add_argument("--force", action="store_true", help="replace an existing --output file")
+
+
+def _run_consumer(args, reporter) -> int:
+    from ..architectures import ArchitectureTable
+    from .consumer import render_manifest, write_manifest
+
+    try:
+        workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
+    except UserError:
+        if args.workspace:
+            raise
+        workspace = None  # a teammate without the repository: no table, so no per-arch trimming
+    config = load_config(workspace) if workspace else {}
+    arch = args.arch
+    if arch and workspace:
+        arch = ArchitectureTable.load(workspace / "variants").get(arch)
+    text = render_manifest(args.channel, arch, config)
+    if args.print_only:
+        reporter.line(text.rstrip("\n"))
+        return 0
+    path = write_manifest(text, args.output, args.force)
+    reporter.line(f"wrote {path}: run `pixi install` next to it")
+    return 0
+
+
+cli.EXTRA_COMMANDS.extend([
+    ("serve", "serve the local channel over HTTP (loopback unless --host says otherwise)", _serve_arguments, _run_serve),
+    ("publish", "upload the channel's packages to a shared channel, then index it", _publish_arguments, _run_publish),
+    ("consumer-manifest", "write a pixi.toml that installs the stack from a shared channel", _consumer_arguments,
+     _run_consumer),
+])

@@ -1,0 +1,102 @@
+"""Shared channels as a build cache (`build-all --cache-channel URL`, or `cache_channels` in orchestrate.toml).
+
+A lookup reads the remote orchestrate-manifest.json once (input hash -> package file), then downloads
+only the one package whose input hash matches. Before it enters the local channel the package must
+match, byte for byte, the sha256 in the remote index and in the manifest, and the input hash recorded
+inside it (about.json extra.orchestrate.input_hash); anything else is an error that names the package
+and the channel, and the download is deleted.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+from ..channel import MANIFEST, ManifestEntry, sha256_of
+from ..errors import UserError
+from ..options import Options, load_config
+from ..recipes import Output
+from ..ui import Reporter
+from .publish import remote_manifest, remote_sha256s
+from .targets import Store, reader_for
+
+DOWNLOADS = "from-cache"
+
+
+class RemoteCache:
+    def __init__(self, url: str, store: Store, reporter: Reporter):
+        self.description = url
+        self.store = store
+        manifest = remote_manifest(store)  # one small read per run; also proves the channel is reachable
+        if not manifest:
+            reporter.line(f"cache channel {url} has no {MANIFEST}: it gives no cache hits "
+                          "(publish to it with `orchestrate publish` to fill it)")
+        self._by_hash: dict[str, ManifestEntry] = {}
+        for file, raw in manifest.items():
+            try:
+                entry = ManifestEntry(**raw)
+            except TypeError:
+                continue  # an entry from a newer or older orchestrator: not usable as a cache hit
+            self._by_hash.setdefault(entry.input_hash, entry)
+        self._listed: dict[str, str] | None = None
+
+    def listed(self) -> dict[str, str]:
+        if self._listed is None:
+            self._listed = remote_sha256s(self.store)
+        return self._listed
+
+    def fetch(self, output: Output, into: Path) -> tuple[Path, ManifestEntry] | None:
+        entry = self._by_hash.get(output.input_hash)
+        if entry is None or entry.name != output.name:
+            return None
+        indexed_sha = self.listed().get(entry.file)
+        if indexed_sha is None:
+            return None  # in the manifest but not (yet) in the index: not published, so not a hit
+        subdir, filename = entry.file.split("/", 1)
+        folder = into / DOWNLOADS / subdir
+        folder.mkdir(parents=True, exist_ok=True)
+        package = folder / filename
+        partial = folder / f".{filename}.part"
+        try:
+            self.store.download(entry.file, partial)
+            self._verify(partial, entry, indexed_sha, output)
+            partial.replace(package)
+        finally:
+            partial.unlink(missing_ok=True)
+        return package, replace(entry, source=self.description)
+
+    def _verify(self, package: Path, entry: ManifestEntry, indexed_sha: str, output: Output) -> None:
+        actual = sha256_of(package)
+        if actual != indexed_sha or actual != entry.sha256:
+            raise UserError(
+                f"{entry.file} in cache channel {self.description} does not match the channel's index "
+                f"(sha256 {actual[:12]}…, index says {indexed_sha[:12]}…, manifest {entry.sha256[:12]}…): "
+                "it is corrupt or was replaced; remove it there and re-publish, or drop that --cache-channel"
+            )
+        recorded = _recorded_input_hash(package)
+        if recorded != output.input_hash:
+            raise UserError(
+                f"{entry.file} in cache channel {self.description} was built from other inputs than its manifest "
+                f"says (input hash {str(recorded)[:12]}…, expected {output.input_hash[:12]}…): "
+                "remove it there and re-publish, or drop that --cache-channel"
+            )
+
+
+def _recorded_input_hash(package: Path) -> str | None:
+    from rattler.package_streaming import PackageArchive
+
+    async def read() -> dict:
+        archive = await PackageArchive.from_path(package)
+        return (await archive.about_json()).extra
+
+    try:
+        extra = asyncio.run(read())
+    except Exception:  # an unreadable archive is as bad as a wrong hash
+        return None
+    return ((extra or {}).get("orchestrate") or {}).get("input_hash")
+
+
+def caches_for(options: Options) -> list[RemoteCache]:
+    reporter = Reporter(quiet=options.quiet)
+    config = load_config(options.workspace)
+    return [RemoteCache(url, reader_for(url, config), reporter) for url in options.cache_channels]

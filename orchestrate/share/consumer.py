@@ -1,0 +1,80 @@
+"""`orchestrate consumer-manifest`: a pixi.toml for teammates who install, not build."""
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+
+from ..architectures import Architecture
+from ..errors import UserError
+from .targets import S3Store, parse_target
+
+# The stack a teammate installs: (package, GPU-specific?). rocm-stack-check is noarch.
+STACK = (("pytorch-rocm", True), ("flash-attn-rocm", True), ("vllm-rocm", True), ("rocm-stack-check", False))
+
+
+def channel_for_pixi(url: str) -> str:
+    """pixi wants an absolute location for a folder channel; URLs pass through."""
+    if urllib.parse.urlsplit(url).scheme in ("", "file"):
+        path = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path) if url.startswith("file:") else url)
+        return path.expanduser().resolve().as_uri()
+    return url.rstrip("/")
+
+
+def render_manifest(channel_url: str, arch: Architecture | str | None, config: dict) -> str:
+    channel = channel_for_pixi(channel_url)
+    arch_name = arch.name if isinstance(arch, Architecture) else arch
+    isa = arch.isa if isinstance(arch, Architecture) else None
+    lines = [
+        f"# Installs the ROCm ML stack from {channel}; everything else comes from conda-forge.",
+        "# Written by `orchestrate consumer-manifest`; run `pixi install`, then `pixi run rocm-stack-check check`.",
+        "#",
+        "# Which GPU build you get: every GPU-specific package in the channel has one build per GPU architecture,",
+        "# each with the run constraint `__amdgpu_arch ==<ISA version>` (gfx1151 -> 11.5.1, gfx942 -> 9.4.2).",
+        "# The solver detects this machine's AMD GPU as the virtual package __amdgpu_arch and picks the matching",
+        "# build, so the same file installs the right builds on every teammate's machine.",
+        "# No GPU here (CI, a login node), or solving for another machine? Name the GPU as an ISA version",
+        "# (not a gfx name):   CONDA_OVERRIDE_AMDGPU_ARCH=" + (isa or "11.5.1") + " pixi install",
+    ]
+    if arch_name:
+        lines += [
+            f"# This file is pinned to {arch_name}: the build strings below only match {arch_name} builds.",
+        ]
+    lines += [
+        "",
+        "[workspace]",
+        'name = "rocm-stack"',
+        f'channels = ["{channel}", "conda-forge"]',
+        'platforms = ["linux-64"]',
+    ]
+    target = parse_target(channel_url, config) if channel.startswith("s3://") else None
+    if isinstance(target, S3Store) and target.options.endpoint_url:
+        lines += [
+            "",
+            "# S3-compatible storage: credentials come from `pixi auth login --s3-access-key-id ... "
+            f"s3://{target.bucket}`",
+            f"[workspace.s3-options.{target.bucket}]",
+            f'endpoint-url = "{target.options.endpoint_url}"',
+            f'region = "{target.options.region}"',
+            f"force-path-style = {'true' if target.options.path_style else 'false'}",
+        ]
+    lines += ["", "[dependencies]"]
+    for package, gpu_specific in STACK:
+        if isinstance(arch, Architecture) and package == "flash-attn-rocm" and not arch.flash_attn_backends:
+            lines.append(f"# {package}: not built for {arch_name} (no flash-attn backend supports it)")
+            continue
+        if gpu_specific and arch_name:
+            lines.append(f'{package} = {{ version = "*", build = "*{arch_name}*" }}')
+        else:
+            lines.append(f'{package} = "*"')
+    return "\n".join(lines) + "\n"
+
+
+def write_manifest(text: str, output: Path, force: bool) -> Path:
+    if output.is_dir():
+        output = output / "pixi.toml"
+    if output.exists() and not force:
+        raise UserError(f"{output} exists: pass --force to replace it, or --print to paste the snippet yourself")
+    if not output.parent.is_dir():
+        raise UserError(f"folder {output.parent} does not exist: create it or pass another --output")
+    output.write_text(text)
+    return output

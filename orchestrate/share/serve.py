@@ -1,0 +1,95 @@
+"""`orchestrate serve`: the local channel over HTTP, for a lab or a LAN.
+
+Loopback by default; any other address is a choice the command states when it starts, because
+then everyone who can reach the machine can download every package. Hidden files (the channel lock,
+.superseded/ backups, uploads in progress) are never served.
+"""
+from __future__ import annotations
+
+import functools
+import ipaddress
+import posixpath
+import socket
+import sys
+import urllib.parse
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from ..channel import Channel
+from ..errors import UserError
+from ..ui import Reporter
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+class ChannelRequestHandler(SimpleHTTPRequestHandler):
+    def __init__(self, *args, reporter: Reporter, **kwargs):
+        self.reporter = reporter
+        super().__init__(*args, **kwargs)
+
+    def _hidden(self) -> bool:
+        path = urllib.parse.urlsplit(self.path).path
+        return any(part.startswith(".") for part in posixpath.normpath(urllib.parse.unquote(path)).split("/"))
+
+    def do_GET(self):
+        if self._hidden():
+            self.send_error(404)
+            return None
+        return super().do_GET()
+
+    def do_HEAD(self):
+        if self._hidden():
+            self.send_error(404)
+            return None
+        return super().do_HEAD()
+
+    def list_directory(self, path):
+        self.send_error(404)  # a channel is read through its index, not by browsing
+        return None
+
+    def log_message(self, format, *args):
+        self.reporter.info(f"{self.address_string()} {format % args}")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def make_server(channel_path: Path, host: str, port: int, reporter: Reporter) -> ThreadingHTTPServer:
+    channel = Channel(channel_path)
+    if not channel.is_channel():
+        raise UserError(f"{channel.path} is not a channel yet: build into it first or pass --channel DIR")
+    handler = functools.partial(ChannelRequestHandler, directory=str(channel.path), reporter=reporter)
+    try:
+        return ThreadingHTTPServer((host, port), handler)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port or --host") from None
+
+
+def serve(channel_path: Path, host: str, port: int, reporter: Reporter) -> int:
+    server = make_server(channel_path, host, port, reporter)
+    bound_host, bound_port = server.server_address[:2]
+    url = f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}/"
+    reporter.line(f"serving channel {Path(channel_path).resolve()} at {url}")
+    if is_loopback(host):
+        reporter.line("only this machine can reach it (loopback); pass --host 0.0.0.0 to share it on the network")
+    else:
+        reporter.line(f"listening on {host}: anyone who can reach this machine on port {bound_port} can download "
+                      "every package in the channel")
+    shared_host = socket.gethostname() if bound_host in ("0.0.0.0", "::") else None
+    teammate_url = url.replace(bound_host, shared_host) if shared_host else url
+    reporter.line(f"teammates: orchestrate consumer-manifest --channel {teammate_url.rstrip('/')}   (Ctrl-C stops)")
+    sys.stdout.flush()  # a supervisor or test reading the URL from a pipe must see it now
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        reporter.line("stopped")
+    finally:
+        server.server_close()
+    return 0

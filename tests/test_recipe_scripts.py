@@ -1,0 +1,103 @@
+"""The real recipes' scripts, run here down to the last layer that needs no ROCm: rocm-sdk's install
+and activation (with the env each architecture's rendered recipe gives it), flash-attn's backend switch,
+and the shared patch record."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrate import runner
+from orchestrate.architectures import ArchitectureTable
+from orchestrate.options import Options
+
+REPO = Path(__file__).resolve().parent.parent
+TABLE = ArchitectureTable.load(REPO / "variants")
+
+
+def rendered_env(arch: str, package: str, overrides: dict | None = None, backend: str | None = None) -> dict:
+    options = Options(workspace=REPO, channel=Path("/nonexistent/channel"), arch=arch, source_channels=[],
+                      variant_overrides=overrides or {})
+    for step in runner.make_plan(options).steps:
+        o = step.output
+        if o.name == package and (backend is None or o.variant.get("flash_attn_backend") == backend):
+            return {k: str(v) for k, v in (o.rendered["build"]["script"].get("env") or {}).items()}
+    raise AssertionError(f"{package} not in the plan for {arch}")
+
+
+def run_build_script(recipe: str, env: dict, prefix: Path, src: Path) -> None:
+    full = {"PATH": os.environ["PATH"], "PREFIX": str(prefix), "SRC_DIR": str(src),
+            "RECIPE_DIR": str(REPO / "recipes" / recipe), **env}
+    subprocess.run(["bash", str(REPO / "recipes" / recipe / "build.sh")], env=full, check=True,
+                   capture_output=True, text=True)
+
+
+def activated(prefix: Path, *, deactivate: bool = False) -> dict:
+    """The environment after sourcing the prefix's activation (and optionally deactivation) scripts."""
+    script = f'export CONDA_PREFIX="{prefix}"; export HIP_PATH=/opt/old-hip; ' \
+             f'for f in "{prefix}"/etc/conda/activate.d/*.sh; do . "$f"; done; '
+    if deactivate:
+        script += f'for f in "{prefix}"/etc/conda/deactivate.d/*.sh; do . "$f"; done; '
+    script += "env -0"
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
+                         env={"PATH": os.environ["PATH"]}).stdout
+    return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+
+
+def install_rocm_sdk(arch: str, tmp_path: Path, overrides: dict | None = None) -> Path:
+    src, prefix = tmp_path / "src", tmp_path / "prefix"
+    (src / "therock" / "bin").mkdir(parents=True)
+    (src / "therock" / "bin" / "hipconfig").write_text("#!/bin/sh\n")
+    prefix.mkdir()
+    run_build_script("rocm-sdk", rendered_env(arch, "rocm-sdk", overrides), prefix, src)
+    return prefix
+
+
+@pytest.mark.parametrize("arch", TABLE.names())
+def test_rocm_sdk_activation_sets_what_the_stack_needs_and_nothing_that_slows_it(arch, tmp_path):
+    prefix = install_rocm_sdk(arch, tmp_path)
+    env = activated(prefix)
+    assert env["ROCM_PATH"] == env["HIP_PATH"] == str(prefix)
+    assert env["HIP_DEVICE_LIB_PATH"] == f"{prefix}/lib/llvm/amdgcn/bitcode"
+    experimental = TABLE.get(arch).capabilities["aotriton"].value == "experimental"
+    assert (env.get("TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL") == "1") == experimental
+    assert "AMD_SERIALIZE_KERNEL" not in env and "HIP_LAUNCH_BLOCKING" not in env
+    assert (prefix / "bin" / "hipconfig").exists()
+    assert "# none" in (prefix / "share/rocm-stack/patches/rocm-sdk.txt").read_text()
+
+
+def test_deactivation_restores_the_previous_environment(tmp_path):
+    prefix = install_rocm_sdk("gfx1150", tmp_path)
+    env = activated(prefix, deactivate=True)
+    assert env["HIP_PATH"] == "/opt/old-hip"
+    assert not env.get("ROCM_PATH") and not env.get("TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL")
+
+
+def test_mi100_opt_in_enables_experimental_aotriton(tmp_path):
+    prefix = install_rocm_sdk("gfx908", tmp_path, {"aotriton_mi100_fa": "true"})
+    assert activated(prefix)["TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL"] == "1"
+
+
+def test_flash_attn_triton_build_switches_its_backend_on_at_activation(tmp_path):
+    env = rendered_env("gfx1151", "flash-attn-rocm", backend="triton")
+    assert env["FLASH_ATTN_BACKEND"] == "triton"
+    prefix = tmp_path / "prefix"
+    prefix.mkdir()
+    run_build_script("flash-attn", {**env, "PYTHON": "true", "PKG_NAME": "flash-attn-rocm"}, prefix, tmp_path)
+    assert activated(prefix)["FLASH_ATTENTION_TRITON_AMD_ENABLE"] == "TRUE"
+    assert "FLASH_ATTENTION_TRITON_AMD_ENABLE" not in activated(prefix, deactivate=True)
+
+
+def test_flash_attn_ck_build_is_a_separate_variant():
+    assert rendered_env("gfx1151", "flash-attn-rocm", backend="ck")["FLASH_ATTN_BACKEND"] == "ck"
+
+
+def test_patch_record_names_each_applied_patch(tmp_path):
+    patch = "../../patches/aotriton/0001-gfx908-experimental-target.patch"
+    env = {"PATH": os.environ["PATH"], "PREFIX": str(tmp_path), "RECIPE_DIR": str(REPO / "recipes/aotriton"),
+           "ROCM_STACK_PATCHES": patch}
+    subprocess.run(["bash", str(REPO / "recipes/_shared/record-patches.sh"), "aotriton"], env=env, check=True)
+    record = (tmp_path / "share/rocm-stack/patches/aotriton.txt").read_text()
+    assert "0001-gfx908-experimental-target.patch  sha256=" in record and "Why:" in record
