@@ -81,9 +81,6 @@ class Channel:
                 f"channel folder {self.path} is not writable ({exc.strerror or exc}): "
                 "fix its permissions or pass --channel DIR that you can write"
             ) from None
-        finally:
-            # mkdir above must not leave an empty folder behind for a read-only check to trip over
-            pass
 
     # -- one orchestration at a time --------------------------------------------------------------
     def lock(self, command: str) -> None:

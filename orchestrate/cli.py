@@ -90,7 +90,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         variant_overrides=parse_variant_overrides(args.variant),
         keep_going=getattr(args, "keep_going", False),
         dry_run=getattr(args, "dry_run", False),
-        quiet=args.quiet or not sys.stdout.isatty(),
+        quiet=args.quiet,
         max_jobs=getattr(args, "jobs", None) or config.get("max_jobs"),
         compiler_launcher=(getattr(args, "compiler_launcher", None) or config.get("compiler_launcher", "")),
         run_tests=not getattr(args, "no_tests", False),
