@@ -1,0 +1,134 @@
+"""Command line: `rocm-stack-check check` and `rocm-stack-check bench`."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import __version__, exit_codes
+from .attention import DTYPES, Shape
+
+EXIT_CODES_HELP = (f"exit codes: {exit_codes.OK} all good (or no GPU, unless --require-gpu); "
+                   f"{exit_codes.FAILED} Flash Attention not usable (check) or a regression (bench --compare); "
+                   f"{exit_codes.USAGE} bad arguments; {exit_codes.NO_GPU} no GPU (check with --require-gpu; bench "
+                   f"without --device cpu)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rocm-stack-check", description="Does Flash Attention run on this GPU, and how fast is it?",
+        epilog=EXIT_CODES_HELP)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    check = commands.add_parser("check", help="report the SDPA backends and run Flash Attention against math",
+                                epilog=EXIT_CODES_HELP)
+    check.add_argument("--json", action="store_true", help="print the report as JSON (status line on stderr)")
+    check.add_argument("--output", type=Path, help="also write the JSON report to this file")
+    check.add_argument("--require-gpu", action="store_true", help=f"exit {exit_codes.NO_GPU} when no GPU is usable")
+    check.add_argument("--require-flash-attn", action="store_true",
+                       help="fail when the flash-attn package is not installed")
+    check.add_argument("--expect-arch", metavar="GFX",
+                       help="the architecture a package was built for: a different GPU counts as no GPU")
+
+    bench = commands.add_parser("bench", help="time attention per backend and shape", epilog=EXIT_CODES_HELP)
+    bench.add_argument("--shape", action="append", type=Shape.parse, metavar="B,H,S,D",
+                       help="a shape to run (repeatable); replaces the default shapes")
+    bench.add_argument("--dtype", action="append", choices=DTYPES, help="default: fp16 and bf16")
+    bench.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    bench.add_argument("--backend", action="append", metavar="NAME",
+                       help="flash, efficient, math, cudnn, flash-ck, flash_attn (repeatable; default: all there)")
+    bench.add_argument("--forward-only", action="store_true")
+    bench.add_argument("--device", default="auto", help="auto (the GPU), cuda, cuda:N or cpu")
+    bench.add_argument("--warmup", type=int, default=3, help="untimed runs before timing (default 3)")
+    bench.add_argument("--min-reps", type=int, default=3)
+    bench.add_argument("--max-reps", type=int, default=20)
+    bench.add_argument("--target-ms", type=float, default=200.0,
+                       help="aim for this much timed work per measurement (default 200)")
+    bench.add_argument("--batch-ms", type=float, default=1.0,
+                       help="enqueue enough calls per repetition to keep the GPU busy this long (default 1)")
+    bench.add_argument("--output", type=Path, help="write the results as JSON")
+    bench.add_argument("--plot", type=Path, help="write a PNG plot of TFLOP/s (needs matplotlib)")
+    bench.add_argument("--markdown", action="store_true", help="also print the table as markdown")
+    bench.add_argument("--input", type=Path, help="read results from this JSON instead of running")
+    bench.add_argument("--compare", type=Path, metavar="BASELINE.json",
+                       help=f"print speed-ups over a baseline; exit {exit_codes.FAILED} on a regression")
+    # Defaults from two back-to-back full runs on one H200: the 106 passes of 1 ms or more agreed within 12%
+    # (median ratio 1.00); shorter ones are bound by the host's launch rate and moved by up to 2x.
+    bench.add_argument("--threshold", type=float, default=0.15,
+                       help="a pass more than this fraction slower than the baseline regresses (default 0.15)")
+    bench.add_argument("--min-ms", type=float, default=1.0,
+                       help="don't judge passes faster than this in the baseline: host-bound noise (default 1)")
+    return parser
+
+
+def run_bench(arguments) -> int:
+    from . import bench
+
+    try:
+        baseline = bench.load_document(arguments.compare) if arguments.compare else None
+        document = bench.load_document(arguments.input) if arguments.input else None
+    except (OSError, ValueError) as error:  # read before a long run, so a wrong path fails at once
+        print(f"rocm-stack-check bench: {error}", file=sys.stderr)
+        return exit_codes.USAGE
+    if document is not None:
+        print(bench.format_table(document))
+    else:
+        from .environment import import_torch
+
+        torch, torch_error = import_torch()
+        if torch is None:
+            print(f"rocm-stack-check bench: no GPU: PyTorch not importable ({torch_error})")
+            return exit_codes.NO_GPU
+        device = arguments.device
+        if device == "auto":
+            if not torch.cuda.is_available():
+                print("rocm-stack-check bench: no GPU: PyTorch sees no CUDA or ROCm device "
+                      "(use --device cpu to time the CPU)")
+                return exit_codes.NO_GPU
+            device = "cuda"
+        settings = bench.TimingSettings(arguments.warmup, arguments.min_reps, arguments.max_reps, arguments.target_ms,
+                                        arguments.batch_ms)
+        causal_modes = {"both": (True, False), "yes": (True,), "no": (False,)}[arguments.causal]
+        document = bench.run_benchmark(
+            torch, device, arguments.shape or bench.DEFAULT_SHAPES, arguments.dtype or DTYPES, causal_modes,
+            arguments.backend, settings, ("forward",) if arguments.forward_only else bench.PASSES,
+            progress=lambda line: print(line, flush=True))
+    if arguments.markdown:
+        print(bench.format_markdown_table(document))
+    if arguments.output:
+        arguments.output.write_text(json.dumps(document, indent=2) + "\n")
+        print(f"results written to {arguments.output}")
+    if arguments.plot:
+        from .plot import plot_available, write_plot
+
+        available, why_not = plot_available()
+        if available:
+            write_plot(document, arguments.plot)
+            print(f"plot written to {arguments.plot}")
+        else:
+            print(why_not)
+    if arguments.compare:
+        comparison = bench.compare_documents(document, baseline, arguments.threshold, arguments.min_ms)
+        print("\n".join(comparison.lines))
+        print(f"compared {comparison.compared} passes with {arguments.compare} ({comparison.judged} of "
+              f"{arguments.min_ms} ms or more judged): {len(comparison.regressions)} regressed by more than "
+              f"{arguments.threshold:.0%}")
+        if comparison.regressions:
+            return exit_codes.FAILED
+    return exit_codes.OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
+    if arguments.command == "check":
+        from .check import run_check
+
+        return run_check(arguments.json, arguments.require_gpu, arguments.require_flash_attn,
+                         arguments.expect_arch, arguments.output)
+    return run_bench(arguments)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
