@@ -136,3 +136,11 @@ def test_patch_applies_to_the_pinned_source(patch):
         pytest.skip(f"no checkout of {patch.parent.name} under ${SOURCES_ENV}")
     result = subprocess.run(["git", "apply", "--check", str(patch)], cwd=checkout, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("package", ["pytorch-rocm", "flash-attn-rocm", "vllm-rocm"])
+def test_gpu_checks_run_through_the_check_tool(package):
+    for step in outputs("gfx1151", package):
+        tests = str(step.output.rendered["tests"])
+        assert "rocm-stack-check check --json --expect-arch ${{ gpu_arch }}" in tests  # rendered at test time
+        assert "rocm-stack-check" in step.output.requires
