@@ -48,6 +48,7 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
 
 
 def make_parser() -> argparse.ArgumentParser:
+    from . import share  # noqa: F401  registers serve, publish, consumer-manifest in EXTRA_COMMANDS
     parser = argparse.ArgumentParser(prog="orchestrate", description=__doc__.strip() if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="the build order and what each package needs")
@@ -193,7 +194,6 @@ COMMANDS = {"plan": cmd_plan, "build-all": cmd_build, "build": cmd_build, "list"
 
 
 def main(argv: list[str] | None = None) -> int:
-    _load_extensions()
     parser = make_parser()
     args = parser.parse_args(argv)
     reporter = Reporter(quiet=getattr(args, "quiet", False))
@@ -211,8 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _load_extensions() -> None:
-    try:
-        from . import share  # noqa: F401  (registers serve/publish/... commands)
-    except ImportError:
-        pass
+def entry() -> None:
+    """Console-script entry: exit without interpreter finalization, which can crash while py-rattler's
+    worker threads are still shutting down (seen as exit 134/139 after a successful build)."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -56,7 +56,7 @@ class RemoteCache:
         folder = into / DOWNLOADS / subdir
         folder.mkdir(parents=True, exist_ok=True)
         package = folder / filename
-        partial = folder / f".{filename}.part"
+        partial = folder / f".partial-{filename}"  # keeps the .conda suffix the archive reader goes by
         try:
             self.store.download(entry.file, partial)
             self._verify(partial, entry, indexed_sha, output)

@@ -17,6 +17,7 @@ Target URLs:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -112,27 +113,43 @@ class FolderStore(Store):
         except OSError as exc:
             raise UserError(f"target folder {self.path} is not writable ({exc.strerror}): fix its permissions") from None
 
+    @contextlib.contextmanager
+    def _writing(self, relpath: str, doing: str):
+        try:
+            yield
+        except OSError as exc:
+            raise UserError(f"{doing} {relpath} in {self.path} failed ({exc.strerror or exc}): "
+                            "fix the folder's permissions or free space, then publish again") from None
+
     def put(self, local: Path, relpath: str) -> None:
-        target = self.path / relpath
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staged = target.with_name(f".{target.name}.incoming")
-        shutil.copyfile(local, staged)
-        os.replace(staged, target)  # readers never see half a file
+        with self._writing(relpath, "writing"):
+            target = self.path / relpath
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staged = target.with_name(f".{target.name}.incoming")
+            shutil.copyfile(local, staged)
+            os.replace(staged, target)  # readers never see half a file
 
     def put_bytes(self, data: bytes, relpath: str) -> None:
-        target = self.path / relpath
-        staged = target.with_name(f".{target.name}.incoming")
-        staged.write_bytes(data)
-        os.replace(staged, target)
+        with self._writing(relpath, "writing"):
+            target = self.path / relpath
+            staged = target.with_name(f".{target.name}.incoming")
+            staged.write_bytes(data)
+            os.replace(staged, target)
 
     def delete(self, relpath: str) -> None:
-        (self.path / relpath).unlink(missing_ok=True)
+        with self._writing(relpath, "removing"):
+            (self.path / relpath).unlink(missing_ok=True)
 
     def index(self) -> None:
         from rattler.index import index_fs
 
-        (self.path / "noarch").mkdir(parents=True, exist_ok=True)
-        asyncio.run(index_fs(self.path, write_shards=False))
+        with self._writing("noarch/", "indexing"):
+            (self.path / "noarch").mkdir(parents=True, exist_ok=True)
+        try:
+            asyncio.run(index_fs(self.path, write_shards=False))
+        except Exception as exc:  # py-rattler raises plain exceptions with the Rust error text
+            raise UserError(f"indexing {self.path} failed ({' '.join(str(exc).split())[:200]}): "
+                            "fix the folder, then publish again") from None
 
 
 class S3Store(Store):

