@@ -181,3 +181,42 @@ def test_opt_in_variant_builds_aotriton_for_mi100(orchestrate):
 
 def _about(package: Path) -> dict:
     return read_about(package)
+
+
+def test_multi_output_recipe_outputs_are_ordered_and_built(orchestrate, workspace, tmp_path):
+    """Edges come from each output's own requirements, also when one recipe has several outputs."""
+    folder = workspace / "recipes/torch-extras"
+    folder.mkdir()
+    (folder / "recipe.yaml").write_text("""\
+recipe:
+  name: torch-extras
+  version: "1.0"
+build:
+  string: ${{ gpu_arch }}_h${{ hash }}_${{ build_number }}
+outputs:
+  - package:
+      name: torchvision-rocm
+    requirements:
+      host: [pytorch-rocm]
+      run: [pytorch-rocm]
+      run_constraints: ["__amdgpu_arch ==${{ amdgpu_isa }}"]
+    build:
+      script: [mkdir -p $PREFIX/share/tv, echo ok > $PREFIX/share/tv/ok]
+  - package:
+      name: torchaudio-rocm
+    requirements:
+      host: [torchvision-rocm]
+      run: [torchvision-rocm]
+      run_constraints: ["__amdgpu_arch ==${{ amdgpu_isa }}"]
+    build:
+      script: [mkdir -p $PREFIX/share/ta, echo ok > $PREFIX/share/ta/ok]
+""")
+    vllm = workspace / "recipes/vllm/recipe.yaml"
+    vllm.write_text(vllm.read_text().replace("    - pytorch-rocm\n    - if: aiter", "    - pytorch-rocm\n    - torchaudio-rocm\n    - if: aiter"))
+    plan = orchestrate("plan", "--arch", "gfx1151")
+    names = [l.split()[1] for l in plan.out.splitlines() if l[:1].isdigit()]
+    assert names.index("pytorch-rocm") < names.index("torchvision-rocm") < names.index("torchaudio-rocm") < names.index("vllm")
+    result = orchestrate("build", "vllm", "--arch", "gfx1151")
+    assert result.code == 0, result.err
+    builds = install(workspace / "channel", ["vllm", "torchaudio-rocm"], "11.5.1", tmp_path / "env")
+    assert builds["torchaudio-rocm"].startswith("gfx1151_") and (tmp_path / "env/share/ta/ok").exists()
