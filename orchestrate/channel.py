@@ -13,14 +13,11 @@ import hashlib
 import json
 import os
 import shutil
-import tarfile
 import tempfile
 import time
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import zstandard
 from rattler.index import index_fs
 
 from .errors import UserError
@@ -205,17 +202,15 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def read_about(package: Path) -> dict:
-    """info/about.json of a .conda package, whose `extra.orchestrate` says what it was built from."""
-    with zipfile.ZipFile(package) as archive:
-        info = next(n for n in archive.namelist() if n.startswith("info-") and n.endswith(".tar.zst"))
-        with archive.open(info) as compressed, zstandard.ZstdDecompressor().stream_reader(compressed) as raw:
-            with tarfile.open(fileobj=raw, mode="r|") as tar:
-                for member in tar:
-                    if member.name == "info/about.json":
-                        return json.load(tar.extractfile(member))
-    raise ValueError(f"{package} has no info/about.json")
-
-
 def read_provenance(package: Path) -> dict:
-    return read_about(package).get("extra", {}).get("orchestrate", {})
+    """What a package records about its inputs (about.json `extra.orchestrate`); {} if unreadable."""
+    from rattler.package_streaming import PackageArchive
+
+    async def read() -> dict:
+        archive = await PackageArchive.from_path(package)
+        return (await archive.about_json()).extra or {}
+
+    try:
+        return (asyncio.run(read()).get("orchestrate") or {})
+    except Exception:  # an unreadable archive records nothing
+        return {}

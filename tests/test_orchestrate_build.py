@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrate.channel import read_about
+from orchestrate.channel import read_provenance
 from stack import install, solve
 
 GRAPH = ["rocm-sdk", "rocm-stack-check", "composable-kernel", "triton-rocm", "aotriton", "pytorch-rocm",
@@ -96,7 +96,7 @@ def test_shared_script_change_rebuilds_its_users(orchestrate, workspace):
 def test_package_records_its_inputs_and_patches(orchestrate, channel):
     assert orchestrate("build-all", "--arch", "gfx1151").code == 0
     package = next((channel.path / "linux-64").glob("aotriton-*.conda"))
-    record = _about(package)["extra"]["orchestrate"]
+    record = read_provenance(package)
     entry = channel.manifest()[f"linux-64/{package.name}"]
     assert record["input_hash"] == entry.input_hash
     assert record["gpu_arch"] == "gfx1151"
@@ -177,10 +177,6 @@ def test_opt_in_variant_builds_aotriton_for_mi100(orchestrate):
     assert states(plan.out)["aotriton"] == ["will build"]
     refused = orchestrate("plan", "--arch", "gfx1151", "--variant", "aotriton_mi100_fa=true")
     assert refused.code == 2 and "not offered for gfx1151" in refused.err
-
-
-def _about(package: Path) -> dict:
-    return read_about(package)
 
 
 def test_multi_output_recipe_outputs_are_ordered_and_built(orchestrate, workspace, tmp_path):

@@ -60,6 +60,7 @@ def test_ci_runs_exactly_readmes_test_command():
 
 def test_pyproject_and_pixi_agree_on_dependencies():
     pip_deps = {re.split(r"[<>=\[ ]", d)[0] for d in PYPROJECT["project"]["dependencies"]}
+    pip_deps |= {re.split(r"[<>=\[ ]", d)[0] for d in PYPROJECT["project"]["optional-dependencies"]["share"]}
     assert pip_deps <= set(PIXI["dependencies"]) | {"py-rattler"}
 
 

@@ -8,11 +8,10 @@ and the channel, and the download is deleted.
 """
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from pathlib import Path
 
-from ..channel import MANIFEST, ManifestEntry, sha256_of
+from ..channel import MANIFEST, ManifestEntry, read_provenance, sha256_of
 from ..errors import UserError
 from ..options import Options, load_config
 from ..recipes import Output
@@ -73,27 +72,13 @@ class RemoteCache:
                 f"(sha256 {actual[:12]}…, index says {indexed_sha[:12]}…, manifest {entry.sha256[:12]}…): "
                 "it is corrupt or was replaced; remove it there and re-publish, or drop that --cache-channel"
             )
-        recorded = _recorded_input_hash(package)
+        recorded = read_provenance(package).get("input_hash")
         if recorded != output.input_hash:
             raise UserError(
                 f"{entry.file} in cache channel {self.description} was built from other inputs than its manifest "
                 f"says (input hash {str(recorded)[:12]}…, expected {output.input_hash[:12]}…): "
                 "remove it there and re-publish, or drop that --cache-channel"
             )
-
-
-def _recorded_input_hash(package: Path) -> str | None:
-    from rattler.package_streaming import PackageArchive
-
-    async def read() -> dict:
-        archive = await PackageArchive.from_path(package)
-        return (await archive.about_json()).extra
-
-    try:
-        extra = asyncio.run(read())
-    except Exception:  # an unreadable archive is as bad as a wrong hash
-        return None
-    return ((extra or {}).get("orchestrate") or {}).get("input_hash")
 
 
 def caches_for(options: Options) -> list[RemoteCache]:
