@@ -124,7 +124,8 @@ def render_recipe(
         recipe = Stage0Recipe.from_file(recipe_path)
         rendered = recipe.render(config)
     except Exception as exc:
-        raise UserError(f"{recipe_path}: not a valid recipe ({_one_line(exc)}): fix the recipe")
+        message = _one_line(exc)
+        raise UserError(f"{recipe_path}{_line_of(recipe_path, message)}: not a valid recipe ({message}): fix the recipe")
     recipe_files = recipe_folder_digest(recipe_path.parent)
     outputs = []
     for variant in rendered:
@@ -146,8 +147,8 @@ def render_recipe(
             requires=requirement_names(stage1),
             noarch=bool(stage1.get("build", {}).get("noarch")),
         )
-        if any(_evaluate(expr, context, recipe_path) for expr in skip_exprs):
-            true_exprs = [e for e in skip_exprs if _evaluate(e, context, recipe_path)]
+        true_exprs = [e for e in skip_exprs if _evaluate(e, context, recipe_path)]
+        if true_exprs:
             mentioned = _expand_identifiers(" ".join(true_exprs), definitions)
             output.skip_reasons = arch.reasons_for_keys(mentioned) or [f"the recipe skips it here ({' or '.join(true_exprs)})"]
         else:
@@ -169,9 +170,8 @@ def load_recipe_yaml(recipe_path: Path) -> dict:
         data = yaml.safe_load(recipe_path.read_text())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "unknown line"
         problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise UserError(f"{recipe_path}:{mark.line + 1 if mark else '?'}: {problem} ({where}): fix the YAML syntax")
+        raise UserError(f"{recipe_path}:{mark.line + 1 if mark else '?'}: {problem}: fix the YAML syntax")
     if not isinstance(data, dict):
         raise UserError(f"{recipe_path}:1: a recipe must be a YAML mapping: fix the recipe")
     return data
@@ -353,6 +353,17 @@ def _typed(value: str) -> Any:
     if lowered in ("true", "false"):
         return lowered == "true"
     return value
+
+
+def _line_of(recipe_path: Path, message: str) -> str:
+    """':N' for the line of the most specific key the error names (py-rattler-build gives none)."""
+    lines = recipe_path.read_text().splitlines()
+    for term in reversed(re.findall(r"'([\w.\-]+)'", message)):
+        key = re.compile(rf"^\s*-?\s*{re.escape(term.split('.')[-1])}\s*:")
+        for number, line in enumerate(lines, 1):
+            if key.match(line):
+                return f":{number}"
+    return ""
 
 
 def _one_line(exc: Exception) -> str:

@@ -58,7 +58,7 @@ def test_recipe_that_is_not_a_valid_recipe(orchestrate, workspace, channel, buil
     recipe = workspace / "recipes/vllm/recipe.yaml"
     recipe.write_text(recipe.read_text().replace("package:\n  name: vllm\n", "package:\n  nam: vllm\n"))
     result = orchestrate("build-all", "--arch", "gfx1151")
-    assert_one_line_error(result, str(recipe), "not a valid recipe")
+    assert_one_line_error(result, f"{recipe}:2: not a valid recipe", "nam")
     assert channel.snapshot() == built
 
 
