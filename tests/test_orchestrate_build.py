@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrate.channel import read_provenance
+from conftest import REPO
 from stack import install, solve
 
 GRAPH = ["rocm-sdk", "rocm-stack-check", "composable-kernel", "triton-rocm", "aotriton", "pytorch-rocm",
@@ -216,3 +217,23 @@ outputs:
     assert result.code == 0, result.err
     builds = install(workspace / "channel", ["vllm", "torchaudio-rocm"], "11.5.1", tmp_path / "env")
     assert builds["torchaudio-rocm"].startswith("gfx1151_") and (tmp_path / "env/share/ta/ok").exists()
+
+
+def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, tmp_path):
+    """The rocm-stack metapackage's pattern: `run: __amdgpu_arch` with only a package_contents test,
+    which rattler-build runs without solving an environment."""
+    folder = workspace / "recipes/rocm-stack"
+    folder.mkdir()
+    (folder / "recipe.yaml").write_text(
+        (REPO / "recipes/rocm-stack/recipe.yaml").read_text()
+        .replace("${{ pytorch_version }}", "2.13.0").replace("${{ rocm_sdk_version }}", "7.14.0")
+        .replace("${{ torchvision_version }}.* ", "").replace("${{ torchaudio_version }}.* ", "")
+        .replace("${{ vllm_version }}", "0.11.0").replace("vllm-rocm", "vllm")
+        .replace("    - torchvision-rocm ${{ arch_builds }}\n", "").replace("    - torchaudio-rocm ${{ arch_builds }}\n", ""))
+    assert orchestrate("build", "rocm-stack", "--arch", "gfx1151").code == 0
+    assert orchestrate("build", "rocm-stack", "--arch", "gfx1100").code == 0
+    builds = install(workspace / "channel", ["rocm-stack"], "11.5.1", tmp_path / "env")
+    assert builds["rocm-stack"].startswith("gfx1151_") and builds["vllm"].startswith("gfx1151_")
+    for other in (None, "9.4.2"):  # no GPU, or a GPU nothing was built for
+        with pytest.raises(Exception, match="(?i)cannot solve|incompatible|no candidates"):
+            solve(workspace / "channel", ["rocm-stack"], other)

@@ -57,7 +57,7 @@ def test_skips_follow_the_table(arch):
     built_backends = sorted(s.output.variant["flash_attn_backend"] for s in outputs(arch, "flash-attn-rocm")
                             if s.state == runner.BUILD)
     assert built_backends == sorted(row.flash_attn_backends)
-    for always in ("rocm-sdk", "pytorch-rocm", "vllm-rocm", "composable-kernel"):
+    for always in ("rocm-sdk", "pytorch-rocm", "vllm-rocm", "composable-kernel", "rocm-stack"):
         assert all(s.state == runner.BUILD for s in outputs(arch, always)), always
 
 
@@ -86,8 +86,20 @@ def test_arch_specific_packages_say_their_arch_and_require_its_isa(arch):
         if "gpu_arch" not in o.variant or step.state == runner.SKIP:
             continue
         assert o.build_string.startswith(arch + "_"), o.label
-        constraints = (o.rendered.get("requirements") or {}).get("run_constraints") or []
+        reqs = o.rendered.get("requirements") or {}
+        constraints = (reqs.get("run_constraints") or []) + (reqs.get("run") or [])
         assert f"__amdgpu_arch =={isa}" in [str(c) for c in constraints], o.label
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_stack_metapackage_requires_this_gpu(arch):
+    [stack] = outputs(arch, "rocm-stack")
+    run = [str(r) for r in stack.output.rendered["requirements"]["run"]]
+    assert f"__amdgpu_arch =={TABLE.get(arch).isa}" in run
+    # every architecture-specific dependency is pinned to this architecture's builds
+    assert all(r.endswith(f"{arch}_*") for r in run if r.split()[0] in {"rocm-sdk", "pytorch-rocm", "vllm-rocm"})
+    # rattler-build cannot solve an environment that needs __amdgpu: only tests that need none
+    assert all(set(t) == {"package_contents"} for t in stack.output.rendered["tests"])
 
 
 def _all_rendered():

@@ -8,8 +8,10 @@ from ..architectures import Architecture
 from ..errors import UserError
 from .targets import S3Store, parse_target
 
-# The stack a teammate installs: (package, GPU-specific?). rocm-stack-check is noarch.
-STACK = (("pytorch-rocm", True), ("flash-attn-rocm", True), ("vllm-rocm", True), ("rocm-stack-check", False))
+# The stack a teammate installs: (package, GPU-specific?). rocm-stack pulls in PyTorch, vLLM and the
+# check tool for the machine's GPU and refuses other GPUs; flash-attn is optional, so it is named apart.
+STACK = (("rocm-stack", True), ("pytorch-rocm", True), ("flash-attn-rocm", True), ("vllm-rocm", True),
+         ("rocm-stack-check", False))
 
 
 def channel_for_pixi(url: str) -> str:
@@ -29,7 +31,8 @@ def render_manifest(channel_url: str, arch: Architecture | str | None, config: d
         "# Written by `orchestrate consumer-manifest`; run `pixi install`, then `pixi run rocm-stack-check check`.",
         "#",
         "# Which GPU build you get: every GPU-specific package in the channel has one build per GPU architecture,",
-        "# each with the run constraint `__amdgpu_arch ==<ISA version>` (gfx1151 -> 11.5.1, gfx942 -> 9.4.2).",
+        "# each constrained to `__amdgpu_arch ==<ISA version>` (gfx1151 -> 11.5.1, gfx942 -> 9.4.2); rocm-stack",
+        "# requires it, so a machine whose GPU has no build in the channel gets a clear 'cannot solve'.",
         "# The solver detects this machine's AMD GPU as the virtual package __amdgpu_arch and picks the matching",
         "# build, so the same file installs the right builds on every teammate's machine.",
         "# No GPU here (CI, a login node), or solving for another machine? Name the GPU as an ISA version",
