@@ -2,7 +2,6 @@
 table, and a way to run the orchestrator's CLI in-process and read what a user would see."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -10,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrate.architectures import ArchitectureTable, write_variant_files
 from orchestrate.channel import Channel
 from orchestrate.cli import main
+from stack import make_workspace
 
 REPO = Path(__file__).resolve().parent.parent
-TEST_WORKSPACE = REPO / "tests" / "workspace"
 
 
 @dataclass
@@ -27,11 +25,7 @@ class Result:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    shutil.copytree(TEST_WORKSPACE, ws)
-    shutil.copy(REPO / "variants" / "architectures.yaml", ws / "variants" / "architectures.yaml")
-    write_variant_files(ArchitectureTable.load(ws / "variants"), ws / "variants")
-    return ws
+    return make_workspace(tmp_path)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -17,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from stack import make_workspace  # noqa: F401  (re-exported for the share tests)
+
 REPO = Path(__file__).resolve().parent.parent
-TEST_WORKSPACE = REPO / "tests" / "workspace"
 ARCH = "gfx1151"
 ISA = "11.5.1"
 STACK_SPECS = ["pytorch-rocm", "flash-attn-rocm", "vllm", "rocm-stack-check"]
@@ -85,17 +85,6 @@ def s3_client(endpoint: str, key_id: str = S3_ENV["AWS_ACCESS_KEY_ID"], secret: 
 def bucket_keys(client, bucket: str) -> dict[str, bytes]:
     listing = client.list_objects_v2(Bucket=bucket).get("Contents", [])
     return {o["Key"]: client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read() for o in listing}
-
-
-def make_workspace(root: Path) -> Path:
-    """A copy of the test workspace with generated variant files; builds nothing."""
-    from orchestrate.architectures import ArchitectureTable, write_variant_files
-
-    workspace = root / "workspace"
-    shutil.copytree(TEST_WORKSPACE, workspace, ignore=shutil.ignore_patterns("channel", ".orchestrate"))
-    shutil.copy(REPO / "variants" / "architectures.yaml", workspace / "variants" / "architectures.yaml")
-    write_variant_files(ArchitectureTable.load(workspace / "variants"), workspace / "variants")
-    return workspace
 
 
 # The CLI's own main(), but leaving through os._exit: py-rattler(-build)'s background threads sometimes

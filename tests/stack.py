@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from pathlib import Path
 
 import rattler
@@ -36,3 +37,18 @@ def install(channel: str | Path, specs: list[str], isa: str | None, prefix: Path
     records = solve(channel, specs, isa)
     asyncio.run(rattler.install(records, target_prefix=prefix))
     return {r.name.normalized: str(r.build) for r in records}
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make_workspace(root: Path) -> Path:
+    """A copy of the test graph workspace (tests/workspace) with the real architecture table and the
+    variant files generated from it; builds nothing."""
+    from orchestrate.architectures import ArchitectureTable, write_variant_files
+
+    workspace = root / "ws"
+    shutil.copytree(REPO / "tests" / "workspace", workspace, ignore=shutil.ignore_patterns("channel", ".orchestrate"))
+    shutil.copy(REPO / "variants" / "architectures.yaml", workspace / "variants" / "architectures.yaml")
+    write_variant_files(ArchitectureTable.load(workspace / "variants"), workspace / "variants")
+    return workspace
