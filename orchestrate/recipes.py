@@ -103,8 +103,7 @@ def variant_config(options: Options, table: ArchitectureTable, arch: Architectur
     return config
 
 
-def render_all(options: Options, table: ArchitectureTable, arch: Architecture) -> list[Output]:
-    config = variant_config(options, table, arch)
+def render_all(options: Options, config: VariantConfig, arch: Architecture) -> list[Output]:
     typed_values = config.to_dict()
     outputs: list[Output] = []
     for recipe_path in discover(options.recipes_dir):
@@ -127,6 +126,7 @@ def render_recipe(
         message = _one_line(exc)
         raise UserError(f"{recipe_path}{_line_of(recipe_path, message)}: not a valid recipe ({message}): fix the recipe")
     recipe_files = recipe_folder_digest(recipe_path.parent)
+    definitions = {k: str(v) for k, v in (stage0_dict.get("context") or {}).items()}
     outputs = []
     for variant in rendered:
         stage1 = variant.recipe.to_dict()
@@ -134,7 +134,6 @@ def render_recipe(
         context = _jinja_context(typed_values, variant.variant)
         context.update(getattr(variant.recipe, "context", None) or {})
         skip_exprs = _skip_expressions(stage0_dict, name)
-        definitions = {k: str(v) for k, v in (stage0_dict.get("context") or {}).items()}
         output = Output(
             name=name,
             version=str(stage1["package"]["version"]),

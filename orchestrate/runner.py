@@ -7,12 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from rattler_build import VariantConfig
+
 from . import graph
 from .architectures import Architecture, ArchitectureTable
 from .builder import build_output
 from .channel import Channel, ManifestEntry, sha256_of
 from .detect import choose_arch
-from .errors import BuildFailed, UserError
+from .errors import BuildFailed
 from .options import Options
 from .recipes import Output, compute_input_hashes, render_all, variant_config
 from .ui import Reporter
@@ -35,6 +37,7 @@ class Plan:
     arch: Architecture
     steps: list[Step]
     outputs: list[Output]
+    config: VariantConfig  # what the outputs were rendered with; builds render with the same
 
 
 class BuildCache(Protocol):
@@ -55,7 +58,8 @@ def make_plan(options: Options, packages: list[str] | None = None) -> Plan:
     table = ArchitectureTable.load(options.variants_dir)
     arch = table.get(choose_arch(options.arch, table))
     set_build_knobs(options)
-    outputs = render_all(options, table, arch)
+    config = variant_config(options, table, arch)
+    outputs = render_all(options, config, arch)
     order = graph.build_order(outputs)
     _skip_dependents_of_skipped(order)
     compute_input_hashes(outputs, order)
@@ -70,7 +74,7 @@ def make_plan(options: Options, packages: list[str] | None = None) -> Plan:
         if step.state == BUILD:
             will_build.add(output.name)
         steps.append(step)
-    return Plan(arch, steps, outputs)
+    return Plan(arch, steps, outputs, config)
 
 
 def _skip_dependents_of_skipped(order: list[Output]) -> None:
@@ -110,8 +114,6 @@ def _plan_step(output: Output, channel: Channel, will_build: set[str]) -> Step:
 
 def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[BuildCache] = ()) -> list[Step]:
     channel = Channel(options.channel)
-    table = ArchitectureTable.load(options.variants_dir)
-    config = variant_config(options, table, plan.arch)
     failed: set[str] = set()
     stopped = False
     for step in plan.steps:
@@ -129,7 +131,7 @@ def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[Build
         if _take_from_cache(step, caches, channel, options, reporter):
             continue
         with reporter.building(output.label) as on_step:
-            outcome = build_output(output, config, options, channel, plan.arch.name, on_step)
+            outcome = build_output(output, plan.config, options, channel, plan.arch.name, on_step)
         step.seconds, step.log_path = outcome.seconds, outcome.log_path
         if outcome.ok:
             for package in outcome.packages:

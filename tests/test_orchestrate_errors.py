@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-from pathlib import Path
 
 import pytest
 

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import json
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from share_helpers import REPO, make_workspace, orchestrate
 
-SCHEMA = Path("/work/shared/schemas/pixi-manifest-0.77.schema.json")
+SCHEMA = REPO.parent / "shared" / "schemas" / "pixi-manifest-0.77.schema.json"  # shared/ sits beside the checkout
 
 
 def validate(text: str) -> dict:
