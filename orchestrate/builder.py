@@ -1,24 +1,28 @@
 """Build one package with py-rattler-build into a private work folder, never into the channel.
 
 The channel only receives a package once its build and its recipe tests have passed (channel.add), so
-a failing build leaves the channel and its index exactly as they were.
+a failing build leaves the channel and its index exactly as they were. Every work folder uses the one
+shared source cache (sources.SourceCache). The caller removes a work folder once its packages are in the
+channel (`discard_work`); a failed build's folder stays for diagnosis until `orchestrate clean`.
 """
 from __future__ import annotations
 
 import re
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from rattler_build import EnvironmentIsolation, Stage0Recipe, ToolConfiguration, VariantConfig
+from rattler_build import EnvironmentIsolation, ToolConfiguration, VariantConfig
 from rattler_build.progress import BuildStepEvent, LogEvent
 
 from .channel import Channel, sha256_of
 from .options import Options
-from .recipes import Output, load_recipe_yaml
+from .recipes import Output, load_recipe_yaml, rerender
+from .sources import SourceCache
 
 DOWNLOAD_FAILURE = re.compile(r"(failed to download|error sending request|dns error|could not fetch|failed to fetch|connection refused|Name or service not known)", re.I)
 
@@ -31,6 +35,8 @@ class BuildOutcome:
     log_path: Path | None = None
     error: str = ""
     log_tail: list[str] = field(default_factory=list)
+    work: Path | None = None
+    disk_peak_bytes: int = 0  # how far free space on the work area's disk fell during the build
 
 
 class _LogSink:
@@ -84,10 +90,10 @@ def build_output(
     options.work_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = options.logs_dir / f"{output.name}-{output.build_string}-{stamp}.log"
-    work = Path(tempfile.mkdtemp(prefix=f"{output.name}-", dir=options.work_dir))
+    work = new_work_folder(output, options)
     started = time.monotonic()
-    with open(log_path, "w") as log_file:
-        log_file.write(f"# {output.label} for {arch}; input hash {output.input_hash}\n")
+    with open(log_path, "w") as log_file, DiskWatch(work) as disk:
+        log_file.write(f"# {output.label} for {arch}; input hash {output.input_hash}; work folder {work}\n")
         try:
             variant = _rendered_with_provenance(output, config, options, arch, work)
             channels = ([str(channel.path)] if channel.is_channel() else []) + list(options.source_channels)
@@ -102,26 +108,68 @@ def build_output(
             lines = [str(line) for line in getattr(exc, "log", None) or []]
             log_file.write("\n".join(lines) + "\n" + f"ERROR: {exc}\n")
             tail = (lines or str(exc).splitlines())[-15:]
-            return BuildOutcome(False, [], time.monotonic() - started, log_path, _explain(exc, lines), tail)
+            return BuildOutcome(False, [], time.monotonic() - started, log_path, _explain(exc, lines), tail, work,
+                                disk.peak_bytes)
         log_file.write("\n".join(str(line) for line in result.log or []) + "\n")
-    shutil.rmtree(work / "bld", ignore_errors=True)
-    return BuildOutcome(True, [Path(p) for p in result.packages], time.monotonic() - started, log_path)
+    return BuildOutcome(True, [Path(p) for p in result.packages], time.monotonic() - started, log_path, work=work,
+                        disk_peak_bytes=disk.peak_bytes)
+
+
+def new_work_folder(output: Output, options: Options) -> Path:
+    """A private output folder for one build, using the shared source cache."""
+    options.work_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{output.name}-", dir=options.work_dir))
+    SourceCache(options.source_cache).attach(work)
+    return work
+
+
+def discard_work(work: Path | None) -> None:
+    """Remove a finished build's folder (its package is in the channel by now); the cache it links stays."""
+    if work is not None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class DiskWatch:
+    """Samples free space on a folder's disk during a build: the drop is what the build really needed
+    (sources, build tree, package), measured without walking millions of files."""
+
+    INTERVAL_S = 1.0
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> "DiskWatch":
+        self._start_free = shutil.disk_usage(self.folder).free
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        try:
+            used = self._start_free - shutil.disk_usage(self.folder).free
+        except OSError:
+            return
+        self.peak_bytes = max(self.peak_bytes, used)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.INTERVAL_S):
+            self._sample()
+
+    def __exit__(self, *exc) -> None:
+        self._sample()
+        self._stop.set()
+        self._thread.join()
 
 
 def _rendered_with_provenance(output: Output, config: VariantConfig, options: Options, arch: str, work: Path):
-    """Re-render the recipe with the provenance record added to `extra`, keeping its real location
-    (patches and path sources resolve relative to it)."""
+    """The recipe with the provenance record added to `extra`."""
     data = load_recipe_yaml(output.recipe_path)
     extra = dict(data.get("extra") or {})
     extra["orchestrate"] = provenance(output, options, arch)
     data["extra"] = extra
-    recipe = Stage0Recipe.from_dict(data, recipe_dir=work / "recipe")
-    recipe._recipe_path = output.recipe_path  # py-rattler-build 0.73 has no public setter for this
-    for variant in recipe.render(config):
-        stage1 = variant.recipe.to_dict()
-        if stage1["package"]["name"] == output.name and {k: str(v) for k, v in variant.variant.items()} == output.variant:
-            return variant
-    raise RuntimeError(f"{output.label}: re-rendering with provenance lost the variant")
+    return rerender(output, config, data, work)
 
 
 def _explain(exc: Exception, lines: list[str]) -> str:

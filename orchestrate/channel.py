@@ -17,15 +17,34 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from rattler.index import index_fs
 
+from . import crashpoints
 from .errors import UserError
 
 MANIFEST = "orchestrate-manifest.json"
 LOCK = ".orchestrate.lock"
 SUPERSEDED = ".superseded"
+STAMP_FORMAT = "%Y%m%dT%H%M%S"  # .superseded/<when>/<subdir>/<file>
 SUBDIRS = ("noarch", "linux-64")
+PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
+INDEX_SCRATCH = ".tmp"  # py-rattler's index_fs leaves this (empty) folder behind
+
+
+@dataclass
+class Recovery:
+    """What `Channel.recover` found after an interrupted run."""
+
+    adopted: list[str]
+    set_aside: list[str]
+    stray: list[str]
+    forgotten: list[str]  # manifest entries whose file is gone
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.adopted or self.set_aside or self.stray or self.forgotten)
 
 
 @dataclass
@@ -43,6 +62,11 @@ class ManifestEntry:
     patches: list
     built_at: float
     source: str = "built"  # or the cache channel it came from
+    # what the build cost, for `plan`'s time and disk estimates (0 where unknown, e.g. adopted after a crash)
+    seconds: float = 0.0
+    package_bytes: int = 0
+    disk_peak_bytes: int = 0
+    host: str = ""
 
 
 class Channel:
@@ -133,19 +157,19 @@ class Channel:
             (self.path / other).mkdir(exist_ok=True)
         staged = target.with_name(f".{target.name}.incoming")
         shutil.copy2(package, staged)
-        superseded = None
-        if target.exists():
-            superseded = self.path / SUPERSEDED / time.strftime("%Y%m%dT%H%M%S") / subdir / target.name
-            superseded.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(target, superseded)
+        crashpoints.reach("add.staged")
+        superseded = self._set_aside(target) if target.exists() else None
         manifest_before = (self.path / MANIFEST).read_text() if (self.path / MANIFEST).exists() else None
         try:
             os.replace(staged, target)
+            crashpoints.reach("add.replaced")
             manifest = self.manifest()
             manifest = {f: e for f, e in manifest.items() if f != entry.file}
             manifest[entry.file] = entry
             self.reindex()
+            crashpoints.reach("add.indexed")
             self._write_manifest(manifest)
+            crashpoints.reach("add.recorded")
         except BaseException:
             if superseded:
                 shutil.copy2(superseded, target)
@@ -160,10 +184,81 @@ class Channel:
         finally:
             staged.unlink(missing_ok=True)
 
+    def _set_aside(self, package: Path, copy: bool = True) -> Path:
+        """Keep a package that is being replaced or is not trusted: .superseded/<time>/<subdir>/<file>."""
+        subdir = package.parent.name
+        kept = self.path / SUPERSEDED / time.strftime(STAMP_FORMAT) / subdir / package.name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        if copy:
+            partial = kept.with_name(f".{kept.name}.partial")  # a crash mid-copy leaves no half file
+            shutil.copy2(package, partial)
+            os.replace(partial, kept)
+        else:
+            os.replace(package, kept)
+        return kept
+
     def reindex(self) -> None:
         for subdir in SUBDIRS:
             (self.path / subdir).mkdir(parents=True, exist_ok=True)
         asyncio.run(index_fs(self.path, write_shards=False, force=False))
+        scratch = self.path / INDEX_SCRATCH
+        if scratch.is_dir() and not any(scratch.iterdir()):
+            scratch.rmdir()
+
+    # -- after a crash ----------------------------------------------------------------------------
+    def package_files(self) -> list[str]:
+        return sorted(f"{subdir}/{p.name}" for subdir in SUBDIRS if (self.path / subdir).is_dir()
+                      for p in (self.path / subdir).iterdir()
+                      if p.is_file() and p.name.endswith(PACKAGE_SUFFIXES) and not p.name.startswith("."))
+
+    def recover(self, adopt: Callable[[Path, dict], ManifestEntry | None]) -> Recovery:
+        """Make package files, index and manifest agree again after a run was killed (call under the lock).
+
+        A package file that the manifest does not know is adopted when `adopt` recognises its provenance
+        (the input hash inside it matches a package the plan wants), otherwise set aside to .superseded/;
+        stray temporary files are removed; the index is rewritten if anything changed."""
+        if not self.path.is_dir():
+            return Recovery([], [], [], [])
+        stray = self._remove_stray_files()
+        manifest = self.manifest()
+        files = set(self.package_files())
+        adopted, set_aside = [], []
+        for file in sorted(files - set(manifest)):
+            package = self.path / file
+            entry = adopt(package, read_provenance(package))
+            if entry is not None:
+                manifest[file] = entry
+                adopted.append(file)
+            else:
+                self._set_aside(package, copy=False)
+                set_aside.append(file)
+        forgotten = sorted(f for f in manifest if f not in files or f in set_aside)
+        for file in forgotten:
+            del manifest[file]
+        indexed = set(self.repodata_records())
+        recovery = Recovery(adopted, set_aside, stray, forgotten)
+        if recovery.changed or indexed != set(manifest):
+            self.reindex()
+            self._write_manifest(manifest)
+        return recovery
+
+    def _remove_stray_files(self) -> list[str]:
+        stray = []
+        candidates = [self.path / f".{MANIFEST}.tmp", self.path / INDEX_SCRATCH]
+        for subdir in SUBDIRS:
+            folder = self.path / subdir
+            candidates += sorted(folder.glob(".*.incoming")) if folder.is_dir() else []
+        candidates += sorted(self.path.glob(".write-probe-*"))
+        candidates += sorted((self.path / SUPERSEDED).glob("*/*/.*.partial")) if (self.path / SUPERSEDED).is_dir() else []
+        for path in candidates:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.exists() or path.is_symlink():
+                path.unlink(missing_ok=True)
+            else:
+                continue
+            stray.append(str(path.relative_to(self.path)))
+        return stray
 
     def _write_manifest(self, manifest: dict[str, ManifestEntry]) -> None:
         data = {"packages": {f: vars(e) for f, e in sorted(manifest.items())}}

@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
 
-from . import runner
+from . import clean, fetch, runner
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, UserError
+from .estimates import format_duration
 from .options import (
     ARCH_ENV,
     DEFAULT_SOURCE_CHANNELS,
@@ -35,6 +37,9 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
                         help="channel for dependencies that are not ours (repeatable; default: conda-forge)")
     parser.add_argument("--no-source-channels", action="store_true", help="use no channel but the local one")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines, no progress")
+    parser.add_argument("--source-cache", type=Path, metavar="DIR",
+                        help="the source cache every build shares (default: <workspace>/.orchestrate/sources; "
+                             "a shared folder or network mount works)")
     if build:
         parser.add_argument("--keep-going", "-k", action="store_true",
                             help="after a failure, still build every package that does not need it")
@@ -45,6 +50,10 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
         parser.add_argument("--no-tests", action="store_true", help="skip the recipes' test sections")
         parser.add_argument("--cache-channel", action="append", default=[], metavar="URL",
                             help="take a package with the same input hash from this channel instead of building")
+        parser.add_argument("--offline", action="store_true",
+                            help="build from the source cache only (fill it first with `orchestrate fetch`)")
+        parser.add_argument("--skip-disk-check", action="store_true",
+                            help="build even if free disk looks smaller than the plan's estimate")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -59,6 +68,14 @@ def make_parser() -> argparse.ArgumentParser:
     build = sub.add_parser("build", help="build packages and whatever they need")
     _common(build, build=True)
     build.add_argument("packages", nargs="+", metavar="PKG")
+    fetch = sub.add_parser("fetch", help="download and verify every source, check every patch; build nothing")
+    _common(fetch)
+    fetch.add_argument("--all-archs", action="store_true", help="the sources of every architecture in the table")
+    fetch.add_argument("packages", nargs="*", metavar="PKG")
+    clean = sub.add_parser("clean", help="remove failed builds' work folders (and old superseded packages)")
+    _common(clean)
+    clean.add_argument("--superseded", type=float, metavar="DAYS",
+                       help="also remove superseded packages set aside more than DAYS days ago")
     for name in ("list", "status"):
         listing = sub.add_parser(name, help="what the channel holds, per architecture")
         _common(listing)
@@ -95,7 +112,18 @@ def options_from_args(args: argparse.Namespace) -> Options:
         max_jobs=getattr(args, "jobs", None) or config.get("max_jobs"),
         compiler_launcher=(getattr(args, "compiler_launcher", None) or config.get("compiler_launcher", "")),
         run_tests=not getattr(args, "no_tests", False),
+        source_cache=_source_cache(args, config, workspace),
+        offline=getattr(args, "offline", False),
     )
+
+
+def _source_cache(args, config: dict, workspace: Path) -> Path | None:
+    if getattr(args, "source_cache", None):
+        return args.source_cache.resolve()
+    if config.get("source_cache"):
+        path = Path(config["source_cache"]).expanduser()
+        return path if path.is_absolute() else workspace / path
+    return None
 
 
 def cmd_plan(args, reporter: Reporter) -> int:
@@ -110,8 +138,20 @@ def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
     for n, step in enumerate(plan.steps, 1):
         o = step.output
         state = {runner.BUILD: "will build", runner.SKIP: "skipped"}.get(step.state, step.state)
-        rows.append([str(n), o.name, o.version, o.build_string, state, "; ".join(step.reasons)])
-    reporter.table(f"Plan for {plan.arch.name} ({plan.arch.product})", ["#", "package", "version", "build", "state", "why"], rows)
+        expected = step.estimate.shown() if step.estimate else "-"
+        rows.append([str(n), o.name, o.version, o.build_string, state, expected, "; ".join(step.reasons)])
+    reporter.table(f"Plan for {plan.arch.name} ({plan.arch.product})",
+                   ["#", "package", "version", "build", "state", "expected", "why"], rows)
+    total, unknown = runner.expected_total(plan)
+    builds = sum(1 for s in plan.steps if s.state == runner.BUILD)
+    if builds == unknown and builds:
+        reporter.line(f"{builds} package(s) to build; no time estimate yet (the recipes declare none and this "
+                      "channel records no earlier build)")
+    elif builds:
+        note = f" ({unknown} without an estimate)" if unknown else ""
+        bases = sorted({s.estimate.basis for s in plan.steps if s.estimate and s.estimate.seconds is not None})
+        reporter.line(f"{builds} package(s) to build, expected {format_duration(total)}{note}"
+                      + (f"; estimates {', '.join(bases)}" if bases else ""))
 
 
 def cmd_build(args, reporter: Reporter) -> int:
@@ -122,12 +162,21 @@ def cmd_build(args, reporter: Reporter) -> int:
         show_plan(plan, reporter)
         return 0
     channel = Channel(options.channel)
-    if any(s.state == runner.BUILD for s in plan.steps):
+    if any(s.state == runner.BUILD for s in plan.steps) or channel.exists():
         channel.check_writable()
     channel.lock(" ".join(["orchestrate", args.command, *(packages or [])]))
     try:
+        recovery = runner.recover_channel(plan, options, channel)
+        runner.report_recovery(recovery, reporter)
+        if recovery.changed:
+            plan = runner.make_plan(options, packages)  # what was recovered is up to date now
+        if options.offline:
+            runner.check_sources_cached(plan, options)
+        if not getattr(args, "skip_disk_check", False):
+            runner.check_disk_space(plan, options)
         caches = _caches(options)
-        steps = runner.execute(plan, options, reporter, caches)
+        with clean.work_area(options):
+            steps = runner.execute(plan, options, reporter, caches)
     finally:
         channel.unlock()
     runner.summarize(steps, reporter, plan.arch.name)
@@ -165,6 +214,38 @@ def cmd_list(args, reporter: Reporter) -> int:
     return 0
 
 
+def cmd_fetch(args, reporter: Reporter) -> int:
+    options = options_from_args(args)
+    if args.all_archs and options.arch:
+        raise UserError("--arch and --all-archs exclude each other: pass one")
+    if args.all_archs:
+        table = ArchitectureTable.load(options.variants_dir)
+        plans = [runner.make_plan(dataclasses.replace(options, arch=a), args.packages) for a in table.names()]
+    else:
+        plans = [runner.make_plan(options, args.packages)]
+    reporter.info(f"source cache: {options.source_cache}")
+    results = []
+    with clean.work_area(options):
+        for run in fetch.unique_runs(plans):
+            with reporter.building(run.output.recipe_name, verb="fetching the sources of"):
+                results += fetch.fetch_sources(run, options)
+    fetch.report(results, reporter)
+    failed = [r for r in results if r.state == fetch.FAILED]
+    if failed:
+        raise UserError(f"{len(failed)} source(s) failed (see above): fix them before building")
+    return 0
+
+
+def cmd_clean(args, reporter: Reporter) -> int:
+    options = options_from_args(args)
+    channel = Channel(options.channel)
+    channel.validate()
+    removed = clean.clean(options, channel, args.superseded)
+    for line in removed.lines():
+        reporter.line(line)
+    return 0
+
+
 def cmd_variants(args, reporter: Reporter) -> int:
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
     variants_dir = workspace / "variants"
@@ -189,7 +270,8 @@ def cmd_detect(args, reporter: Reporter) -> int:
     return 0
 
 
-COMMANDS = {"plan": cmd_plan, "build-all": cmd_build, "build": cmd_build, "list": cmd_list,
+COMMANDS = {"plan": cmd_plan, "build-all": cmd_build, "build": cmd_build, "fetch": cmd_fetch, "clean": cmd_clean,
+            "list": cmd_list,
             "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect}
 
 

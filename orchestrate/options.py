@@ -29,6 +29,12 @@ class Options:
     max_jobs: int | None = None
     compiler_launcher: str = ""
     run_tests: bool = True
+    source_cache: Path | None = None  # rattler-build's source cache, shared by every build and architecture
+    offline: bool = False  # build from the source cache only; a missing source is an error before any build
+
+    def __post_init__(self) -> None:
+        if self.source_cache is None:
+            self.source_cache = self.state_dir / "sources"
 
     @property
     def recipes_dir(self) -> Path:
@@ -54,6 +60,7 @@ class Options:
     @property
     def work_dir(self) -> Path:
         return self.state_dir / "work"
+
 
     def jobs(self) -> int:
         return self.max_jobs or default_max_jobs()

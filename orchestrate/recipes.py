@@ -164,6 +164,18 @@ def render_recipe(
     return outputs
 
 
+def rerender(output: Output, config: VariantConfig, data: dict, scratch: Path) -> RenderedVariant:
+    """Render an edited copy of an output's recipe (`data`, its stage-0 dict) for the same variant, keeping
+    the recipe's real location so patches and path sources still resolve relative to it."""
+    recipe = Stage0Recipe.from_dict(data, recipe_dir=scratch / "recipe")
+    recipe._recipe_path = output.recipe_path  # py-rattler-build 0.73 has no public setter for this
+    for variant in recipe.render(config):
+        stage1 = variant.recipe.to_dict()
+        if stage1["package"]["name"] == output.name and {k: str(v) for k, v in variant.variant.items()} == output.variant:
+            return variant
+    raise RuntimeError(f"{output.label}: re-rendering an edited recipe lost the variant")
+
+
 def load_recipe_yaml(recipe_path: Path) -> dict:
     try:
         data = yaml.safe_load(recipe_path.read_text())
@@ -255,6 +267,8 @@ def _hashable_recipe(stage1: dict) -> dict:
     if isinstance(script, dict) and isinstance(script.get("env"), dict):
         for knob in BUILD_KNOBS:
             script["env"].pop(knob, None)
+    if isinstance(data.get("extra"), dict):  # time and disk estimates (estimates.py) do not change the package
+        data["extra"].pop("estimate", None)
     build_reqs = (data.get("requirements") or {}).get("build")
     if isinstance(build_reqs, list):  # a compiler cache in the build env changes speed, not output
         data["requirements"]["build"] = [r for r in build_reqs if str(r).split()[0] not in COMPILER_CACHES]

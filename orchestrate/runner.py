@@ -9,15 +9,17 @@ from typing import Protocol
 
 from rattler_build import VariantConfig
 
-from . import graph
+from . import crashpoints, graph
 from .architectures import Architecture, ArchitectureTable
-from .builder import build_output
-from .channel import Channel, ManifestEntry, sha256_of
+from .builder import build_output, discard_work
+from .channel import Channel, ManifestEntry, Recovery, sha256_of
 from .detect import choose_arch
-from .errors import BuildFailed
+from .errors import BuildFailed, UserError
+from .estimates import Estimate, check_disk, disk_needs, estimate_for, recorded_builds, this_host
 from .options import Options
 from .recipes import Output, compute_input_hashes, render_all, variant_config
-from .ui import Reporter
+from .sources import SourceCache, sources_of
+from .ui import Progress, Reporter
 
 UP_TO_DATE, BUILD, SKIP = "up to date", "build", "skip"
 BUILT, CACHED, FAILED, BLOCKED, NOT_RUN = "built", "from cache", "failed", "blocked", "not built"
@@ -30,6 +32,7 @@ class Step:
     reasons: list[str] = field(default_factory=list)
     seconds: float = 0.0
     log_path: Path | None = None
+    estimate: Estimate | None = None  # for steps that will build
 
 
 @dataclass
@@ -67,14 +70,85 @@ def make_plan(options: Options, packages: list[str] | None = None) -> Plan:
         order = [o for o in order if o in graph.closure(outputs, packages)]
     channel = Channel(options.channel)
     channel.validate()
+    history = recorded_builds(channel)
     will_build: set[str] = set()
     steps = []
     for output in order:
         step = _plan_step(output, channel, will_build)
         if step.state == BUILD:
             will_build.add(output.name)
+            step.estimate = estimate_for(output, history)
         steps.append(step)
     return Plan(arch, steps, outputs, config)
+
+
+def expected_total(plan: Plan) -> tuple[float, int]:
+    """Seconds the plan's builds are expected to take, and how many builds have no estimate."""
+    estimates = [s.estimate for s in plan.steps if s.state == BUILD and s.estimate]
+    return sum(e.seconds or 0 for e in estimates), sum(1 for e in estimates if e.seconds is None)
+
+
+def check_disk_space(plan: Plan, options: Options) -> None:
+    estimates = {s.output.name: s.estimate for s in plan.steps if s.state == BUILD and s.estimate}
+    check_disk(disk_needs(estimates, options.work_dir, options.channel))
+
+
+def check_sources_cached(plan: Plan, options: Options) -> None:
+    """--offline: every source the builds need must already be in the source cache."""
+    cache = SourceCache(options.source_cache)
+    missing = [(s.output.name, source) for s in plan.steps if s.state == BUILD
+               for source in cache.missing(sources_of(s.output.rendered))]
+    if missing:
+        listed = ", ".join(f"{name} ({source.describe()})" for name, source in missing[:4])
+        more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
+        raise UserError(
+            f"--offline: {len(missing)} source(s) are not in the source cache {cache.path}: {listed}{more}: run "
+            f"`orchestrate fetch --arch {plan.arch.name}` where there is network (with the same source cache), then build again"
+        )
+
+
+def recover_channel(plan: Plan, options: Options, channel: Channel) -> Recovery:
+    """After a crash: adopt package files the plan wants (same input hash inside), set aside the rest.
+    Packages of another architecture are checked against that architecture's plan."""
+    plans = {plan.arch.name: plan}
+
+    def wanted(arch: str) -> dict[str, Output]:
+        if arch not in plans:
+            try:
+                plans[arch] = make_plan(_for_arch(options, arch))
+            except UserError:
+                return {}
+        return {o.input_hash: o for o in plans[arch].outputs if not o.skipped}
+
+    def adopt(package: Path, provenance: dict) -> ManifestEntry | None:
+        arch = provenance.get("gpu_arch") or ""
+        output = wanted(plan.arch.name if arch == "noarch" else arch).get(provenance.get("input_hash", ""))
+        if output is None or _file_name_mismatch(output, package):
+            return None
+        return _entry(output, package, arch or plan.arch.name, "built", seconds=0.0)
+
+    return channel.recover(adopt)
+
+
+def _for_arch(options: Options, arch: str) -> Options:
+    from dataclasses import replace
+
+    return replace(options, arch=arch)
+
+
+def _file_name_mismatch(output: Output, package: Path) -> bool:
+    return not package.name.startswith(f"{output.name}-{output.version}-{output.build_string}.")
+
+
+def report_recovery(recovery: Recovery, reporter: Reporter) -> None:
+    for file in recovery.adopted:
+        reporter.line(f"recovered {file}: complete and built from this plan's inputs, but not recorded when the "
+                      "last run stopped; kept, not rebuilt")
+    for file in recovery.set_aside:
+        reporter.line(f"set aside {file} to .superseded/: not recorded in the channel and not built from this "
+                      "plan's inputs")
+    if recovery.stray:
+        reporter.info(f"removed {len(recovery.stray)} temporary file(s) left by an interrupted run")
 
 
 def _skip_dependents_of_skipped(order: list[Output]) -> None:
@@ -116,9 +190,8 @@ def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[Build
     channel = Channel(options.channel)
     failed: set[str] = set()
     stopped = False
-    for step in plan.steps:
-        if step.state != BUILD:
-            continue
+    to_build = [s for s in plan.steps if s.state == BUILD]
+    for number, step in enumerate(to_build, 1):
         output = step.output
         needs_failed = sorted(output.requires & failed)
         if needs_failed:
@@ -130,22 +203,37 @@ def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[Build
             continue
         if _take_from_cache(step, caches, channel, options, reporter):
             continue
-        with reporter.building(output.label) as on_step:
+        with reporter.building(output.label, _progress(number, to_build)) as on_step:
             outcome = build_output(output, plan.config, options, channel, plan.arch.name, on_step)
         step.seconds, step.log_path = outcome.seconds, outcome.log_path
         if outcome.ok:
+            crashpoints.reach("built")
             for package in outcome.packages:
-                channel.add(package, _entry(output, package, plan.arch.name, "built"))
+                channel.add(package, _entry(output, package, plan.arch.name, "built", outcome.seconds,
+                                            outcome.disk_peak_bytes))
+            discard_work(outcome.work)
             step.state = BUILT
             reporter.info(f"built {output.label} in {outcome.seconds:.1f}s")
         else:
             step.state, step.reasons = FAILED, [outcome.error]
             failed.add(output.name)
-            reporter.error(f"FAILED {output.label}: {outcome.error}; full log: {outcome.log_path}")
+            reporter.error(f"FAILED {output.label}: {outcome.error}; full log: {outcome.log_path}; "
+                           f"work folder kept for a look: {outcome.work} (`orchestrate clean` removes it)")
             for line in outcome.log_tail:
                 reporter.error(f"  | {line}")
             stopped = not options.keep_going
     return plan.steps
+
+
+def _progress(number: int, to_build: list[Step]) -> Progress:
+    after = [s.estimate for s in to_build[number:] if s.estimate]
+    current = to_build[number - 1].estimate
+    return Progress(
+        position=f"{number}/{len(to_build)}",
+        expected_s=current.seconds if current else None,
+        remaining_s=sum(e.seconds or 0 for e in after),
+        unknown_after=sum(1 for e in after if e.seconds is None),
+    )
 
 
 def _take_from_cache(step: Step, caches, channel: Channel, options: Options, reporter: Reporter) -> bool:
@@ -162,7 +250,8 @@ def _take_from_cache(step: Step, caches, channel: Channel, options: Options, rep
     return False
 
 
-def _entry(output: Output, package: Path, arch: str, source: str) -> ManifestEntry:
+def _entry(output: Output, package: Path, arch: str, source: str, seconds: float = 0.0,
+           disk_peak_bytes: int = 0) -> ManifestEntry:
     subdir = package.parent.name
     return ManifestEntry(
         file=f"{subdir}/{package.name}",
@@ -178,6 +267,10 @@ def _entry(output: Output, package: Path, arch: str, source: str) -> ManifestEnt
         patches=[str(p.name) for p in output.patches],
         built_at=time.time(),
         source=source,
+        seconds=round(seconds, 1),
+        package_bytes=package.stat().st_size,
+        disk_peak_bytes=disk_peak_bytes,
+        host=this_host(),
     )
 
 

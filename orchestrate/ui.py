@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 class Reporter:
@@ -26,13 +29,15 @@ class Reporter:
         self.err.print(text, markup=False, style="bold red" if self.err.is_terminal else None)
 
     @contextmanager
-    def building(self, label: str):
-        """Yields a function that reports the current build step."""
+    def building(self, label: str, progress: "Progress | None" = None, verb: str = "building"):
+        """Yields a function that reports the current build step. The live line (a terminal) shows the
+        step, elapsed and expected time and the ETA; off a terminal, one line when the build starts."""
         if self.fancy:
-            with self.console.status(f"building {label}") as status:
-                yield lambda step: status.update(f"building {label}: {step}")
+            line = _LiveLine(f"{verb} {label}", progress)
+            with self.console.status(line):
+                yield line.set_step
         else:
-            self.info(f"building {label}")
+            self.info(f"{verb} {label}" + (f" ({progress.describe(0.0)})" if progress else ""))
             yield lambda step: None
 
     def table(self, title: str, columns: list[str], rows: list[list[str]]) -> None:
@@ -50,3 +55,43 @@ class Reporter:
         for row in rows:
             self.console.print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(), markup=False)
         sys.stdout.flush()
+
+
+@dataclass
+class Progress:
+    """Where a build stands in its plan: for the live line and its ETA."""
+
+    position: str = ""  # "3/10"
+    expected_s: float | None = None  # this build
+    remaining_s: float = 0.0  # the builds after it (known estimates)
+    unknown_after: int = 0  # builds after it with no estimate
+
+    def describe(self, elapsed_s: float) -> str:
+        from .estimates import format_duration
+
+        parts = [self.position] if self.position else []
+        parts.append(f"{format_duration(elapsed_s)} of ~{format_duration(self.expected_s)}")
+        left = max((self.expected_s or 0) - elapsed_s, 0) + self.remaining_s
+        if self.expected_s is None and not self.remaining_s:
+            parts.append("ETA ?")
+        else:
+            eta = time.strftime("%H:%M", time.localtime(time.time() + left))
+            parts.append(f"ETA {eta}{'+?' if self.unknown_after or self.expected_s is None else ''}")
+        return ", ".join(parts)
+
+
+class _LiveLine:
+    """Rendered again at every refresh of rich's status line, so elapsed time and ETA keep moving."""
+
+    def __init__(self, label: str, progress: Progress | None):
+        self.label, self.progress, self.step = label, progress, ""
+        self.started = time.monotonic()
+
+    def set_step(self, step: str) -> None:
+        self.step = step
+
+    def __rich__(self) -> Text:
+        step = f" [{self.step}]" if self.step else ""
+        elapsed = time.monotonic() - self.started
+        progress = self.progress.describe(elapsed) if self.progress else f"{int(elapsed)}s"
+        return Text(f"{self.label}{step}: {progress}")

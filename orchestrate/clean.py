@@ -1,0 +1,80 @@
+"""The work area's disk: successful builds remove their own work folder; what is left belongs to failed or
+killed builds, kept for diagnosis until `orchestrate clean`. Superseded packages (replaced or untrusted
+ones, kept so nothing built is lost) go only when asked, by age.
+
+Every command that creates work folders holds the work area shared for its whole run; `clean` takes it
+exclusively, so it never removes the folder of a build that is still running.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .channel import STAMP_FORMAT, SUPERSEDED, Channel
+from .errors import UserError
+from .estimates import format_bytes
+from .options import Options
+from .sources import folder_bytes
+
+IN_USE = ".in-use"
+DAY_S = 86400
+
+
+@contextmanager
+def work_area(options: Options, exclusive: bool = False):
+    options.work_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(options.work_dir / IN_USE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"{options.work_dir} is in use by a running build or clean: "
+                            "run this again when it has finished") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Cleaned:
+    work_folders: list[Path] = field(default_factory=list)
+    superseded: list[Path] = field(default_factory=list)
+    freed_bytes: int = 0
+
+    def lines(self) -> list[str]:
+        lines = [f"removed work folder {p}" for p in self.work_folders]
+        lines += [f"removed superseded {p}" for p in self.superseded]
+        lines.append(f"freed {format_bytes(self.freed_bytes)}" if lines else "nothing to clean")
+        return lines
+
+
+def clean(options: Options, channel: Channel, superseded_days: float | None) -> Cleaned:
+    cleaned = Cleaned()
+    with work_area(options, exclusive=True):
+        for folder in sorted(options.work_dir.iterdir()) if options.work_dir.is_dir() else []:
+            if folder.is_dir() and not folder.is_symlink():
+                cleaned.freed_bytes += folder_bytes(folder)
+                shutil.rmtree(folder)
+                cleaned.work_folders.append(folder)
+    if superseded_days is not None:
+        cutoff = time.time() - superseded_days * DAY_S
+        root = channel.path / SUPERSEDED
+        for stamp in sorted(root.iterdir()) if root.is_dir() else []:
+            if stamp.is_dir() and _set_aside_at(stamp) < cutoff:
+                cleaned.freed_bytes += folder_bytes(stamp)
+                shutil.rmtree(stamp)
+                cleaned.superseded.append(stamp)
+    return cleaned
+
+
+def _set_aside_at(stamp: Path) -> float:
+    """When packages were set aside: the folder is named by that time (channel._set_aside)."""
+    try:
+        return time.mktime(time.strptime(stamp.name, STAMP_FORMAT))
+    except ValueError:
+        return stamp.stat().st_mtime
