@@ -6,7 +6,10 @@ source "$RECIPE_DIR/../_shared/rocm-env.sh"
 build_dir="$SRC_DIR/aotriton-build"
 # Any pip call inside aotriton's venv must be satisfied from the host env or fail loudly.
 export PIP_NO_INDEX=1
-export PIP_NO_BUILD_ISOLATION=1
+# Since 0.13b the configure step also pip-installs aotriton's own codegen package from source; with build
+# isolation pip would try to download setuptools. pip reads this variable inverted: "0" turns isolation
+# OFF, "1" leaves it on.
+export PIP_NO_BUILD_ISOLATION=0
 
 # aotriton clones aiter into <build>/v3src/aiter unless a git checkout at the tag named in
 # third_party/aiter.txt is already there (checked with `git describe --tags --exact-match`).

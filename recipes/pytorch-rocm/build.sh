@@ -17,7 +17,11 @@ else
 fi
 
 if [[ "$WITH_AOTRITON" == "1" ]]; then
-    # Use our aotriton (kernels for this arch only) instead of downloading release tarballs.
+    # Use our aotriton (kernels for this arch only) instead of downloading release tarballs. PyTorch 2.14's
+    # cmake/External/aotriton.cmake then links <prefix>/lib/libaotriton_v2.so and itself installs
+    # libaotriton_v2*.so* and lib/aotriton.images from the prefix into the wheel's torch/lib (its
+    # scikit-build-core install rules), which is where aotriton finds its images at run time. So nothing is
+    # copied here (a second copy would only duplicate those rules). The recipe tests check the result.
     export AOTRITON_INSTALLED_PREFIX="$PREFIX/opt/aotriton"
     export USE_FLASH_ATTENTION=1 USE_MEM_EFF_ATTENTION=1
 else

@@ -3,8 +3,8 @@ set -euo pipefail
 source "$RECIPE_DIR/../_shared/rocm-env.sh"
 
 export VLLM_TARGET_DEVICE=rocm
-# No .git in the work tree: versioning tools need the version given (vcs-versioning is what
-# setuptools-scm >= 10 delegates to).
+# The sdist carries PKG-INFO, but say the version anyway (vcs-versioning is what setuptools-scm >= 10
+# delegates to), so no versioning tool goes looking for a .git.
 export SETUPTOOLS_SCM_PRETEND_VERSION="$PKG_VERSION"
 export VCS_VERSIONING_PRETEND_VERSION="$PKG_VERSION"
 # CMake would otherwise FetchContent ROCm/triton from the network.
@@ -17,8 +17,9 @@ test -f "$TRITON_KERNELS_SRC_DIR/__init__.py"
 # Rust-backed tool parsers (e.g. minimax_m3); the Python frontend and parsers work.
 unset VLLM_REQUIRE_RUST_FRONTEND
 
-# Strip torch/torchvision/torchaudio pins from requirements and pyproject: torch is our pytorch-rocm.
-"$PYTHON" use_existing_torch.py
+# Strip torch/torchvision/torchaudio/torchcodec pins from requirements and pyproject: torch is our
+# pytorch-rocm (the script moved to tools/ in vLLM 0.33).
+"$PYTHON" tools/use_existing_torch.py
 
 "$PYTHON" -m pip install . --no-deps --no-build-isolation -vv
 
