@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import runner
+from . import pins, runner
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
@@ -67,6 +67,7 @@ def make_parser() -> argparse.ArgumentParser:
     variants.add_argument("--write", action="store_true", help="rewrite the generated variant files")
     detect = sub.add_parser("detect", help="print this machine's AMD GPU architecture")
     detect.add_argument("--workspace", type=Path)
+    pins.add_arguments(sub.add_parser("pins", help="each pin beside upstream's newest release, and the pins that move together"))
     for name, help_text, add_arguments, _ in EXTRA_COMMANDS:
         extra = sub.add_parser(name, help=help_text)
         add_arguments(extra)
@@ -190,7 +191,7 @@ def cmd_detect(args, reporter: Reporter) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "build-all": cmd_build, "build": cmd_build, "list": cmd_list,
-            "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect}
+            "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect, "pins": pins.run}
 
 
 def main(argv: list[str] | None = None) -> int:
