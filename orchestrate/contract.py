@@ -24,7 +24,7 @@ OK, FAILED, SKIPPED = "ok", "failed", "skipped"
 # option (CMake code only); CI, container and test folders are not the build.
 ENV_FILES = ("*.py", "*.cmake", "*CMakeLists.txt", "*.toml", "*.cfg")
 CMAKE_FILES = ("*.cmake", "*CMakeLists.txt")
-NOT_THE_BUILD = (".ci", ".github", "docker", "dockerfile", "test", "tests", "docs")
+NOT_THE_BUILD = (".ci", ".github", "docker", "dockerfile", "docs", "test", "tests", "op_tests", "benchmarks")
 # Names our scripts set that no upstream project is meant to read, and why.
 NOT_FOR_UPSTREAM = {
     (ENV, "GPU_ARCH"): "our scripts' input; rocm-env.sh turns it into the names upstreams read",
@@ -263,7 +263,7 @@ def check_name(use: NameUse, sources: Path) -> Outcome:
     if not present:
         return Outcome(SKIPPED, f"no checkout of {', '.join(use.readers)}")
     for reader in present:
-        files = files_reading(sources / reader, use.kind, use.name)
+        files = sorted(files_reading(sources / reader, use.kind, use.name), key=_build_files_first)
         if files:
             return Outcome(OK, f"{use.name} is read by {reader}: {', '.join(files[:3])}")
     if missing:
@@ -272,6 +272,11 @@ def check_name(use: NameUse, sources: Path) -> Outcome:
     kind = "environment variable" if use.kind == ENV else "CMake option"
     return Outcome(FAILED, f"{kind} {use.name} ({where}) is read nowhere in {', '.join(present)}'s build files at "
                            "this commit: upstream renamed or dropped it; follow upstream or remove it")
+
+
+def _build_files_first(path: str) -> tuple:
+    name = path.rsplit("/", 1)[-1]
+    return (name not in ("setup.py", "CMakeLists.txt", "pyproject.toml") and not name.endswith(".cmake"), path.count("/"), path)
 
 
 def head_commit(checkout: Path) -> str | None:
@@ -337,12 +342,6 @@ def _agrees(found: str, expected: str, check: Check, upstreams: Upstreams) -> bo
     parse = owner.parse_pin if owner else parse_version
     a, b = parse(found.strip()), parse(expected.strip())
     return a is not None and b is not None and same_release(a, b)
-
-
-def primary_patches(pins: Pins, recipe: str, workspace: Path) -> list[Path]:
-    """The patches the recipe applies to its first source (the one its checkout holds)."""
-    source = pins.primary_source(recipe) or {}
-    return [(workspace / "recipes" / recipe / str(p)).resolve() for p in source.get("patches", []) or []]
 
 
 def check_patch(patch: Path, recipe: str, sources: Path) -> Outcome:
