@@ -302,6 +302,8 @@ def check_head(recipe: str, pins: Pins, sources: Path) -> Outcome:
 
 def check_value(check: Check, upstreams: Upstreams, pins: Pins, sources: Path) -> Outcome:
     checkout = sources / check.checkout
+    if not pins.applies(check):
+        return Outcome(SKIPPED, f"{check.where} is read only while {check.checkout}'s source is a {check.when_source} source")
     if not checkout.is_dir():
         return Outcome(SKIPPED, f"no checkout of {check.checkout}")
     expected = pins.expected(check)

@@ -56,6 +56,8 @@ class Check:
     file: str | None = None
     pattern: str | None = None
     gitlink: str | None = None
+    when_source: str | None = None  # "url" or "git": the check applies only while the recipe's source is one
+
 
     @property
     def where(self) -> str:
@@ -176,7 +178,10 @@ def _checks(path: Path, owner: str, specs) -> tuple[Check, ...]:
             raise UserError(f"{path}: {owner}: a check needs 'checkout' and 'expect' ({' | '.join(EXPECT_KINDS)}): fix it")
         if bool(spec.get("file")) == bool(spec.get("gitlink")) or (spec.get("file") and not spec.get("pattern")):
             raise UserError(f"{path}: {owner}: a check reads either file + pattern or gitlink: fix it")
-        checks.append(Check(str(spec["checkout"]), dict(expect), spec.get("file"), spec.get("pattern"), spec.get("gitlink")))
+        if spec.get("when_source") not in (None, "url", "git"):
+            raise UserError(f"{path}: {owner}: when_source is url or git: fix it")
+        checks.append(Check(str(spec["checkout"]), dict(expect), spec.get("file"), spec.get("pattern"), spec.get("gitlink"),
+                            spec.get("when_source")))
     return tuple(checks)
 
 
@@ -237,6 +242,11 @@ class Pins:
             if name in env:
                 return str(env[name])
         return None
+
+    def applies(self, check: Check) -> bool:
+        """A check made for one kind of source (a file only sdists have) applies while the recipe has it."""
+        source = self.primary_source(check.checkout) or {}
+        return check.when_source is None or check.when_source in source
 
     def expected(self, check: Check) -> str | None:
         """The pinned value a check compares with, or None where the pins do not have it."""

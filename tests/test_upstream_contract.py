@@ -82,7 +82,8 @@ def test_every_tarball_source_is_checked_through_a_version_file():
         source = PINS.primary_source(component.recipe)
         if source and "url" in source:
             assert any(c.checkout == component.recipe and c.expect.get("version") == component.version_key
-                       for c in component.checks), f"{component.name}: declare a version-file check in upstreams.yaml"
+                       and PINS.applies(c) for c in component.checks), \
+                f"{component.name}: declare a version-file check in upstreams.yaml"
 
 
 def test_every_check_has_a_pinned_value_to_compare_with():
@@ -158,6 +159,8 @@ def synthetic(tmp_path):
         "components": {"demo": {"version": "demo_version", "recipe": "demo", "releases": [{"pypi": "demo"}], "checks": [
             {"checkout": "demo", "file": "VERSION", "pattern": r"^(\S+)", "expect": {"version": "demo_version"}},
             {"checkout": "demo", "gitlink": "third_party/dep", "expect": {"env": "demo", "name": "DEP_COMMIT"}},
+            {"checkout": "demo", "file": "PKG-INFO", "pattern": r"^Version: (\S+)", "expect": {"version": "demo_version"},
+             "when_source": "url"},  # only sdists have it; demo's source is git
         ]}}}))
     recipe = workspace / "recipes" / "demo"
     recipe.mkdir(parents=True)
@@ -196,7 +199,8 @@ def test_contract_logic_on_a_synthetic_checkout(synthetic):
     checkout = sources / "demo"
     assert contract.check_head("demo", pins, sources).status == contract.OK
     checks = upstreams.all_checks()
-    assert [contract.check_value(c, upstreams, pins, sources).status for _, c in checks] == [contract.OK, contract.OK]
+    assert [contract.check_value(c, upstreams, pins, sources).status for _, c in checks] == \
+        [contract.OK, contract.OK, contract.SKIPPED]
     patch = workspace / "patches" / "demo" / "0001-demo.patch"
     assert contract.check_patch(patch, "demo", sources).status == contract.OK
 
@@ -215,7 +219,7 @@ def test_contract_logic_on_a_synthetic_checkout(synthetic):
     git("commit", "-q", "-am", "demo 1.3.0", cwd=checkout)
     head = contract.check_head("demo", pins, sources)
     assert head.status == contract.FAILED and "the recipe pins" in head.message
-    version, dep = (contract.check_value(c, upstreams, pins, sources) for _, c in checks)
+    version, dep, _ = (contract.check_value(c, upstreams, pins, sources) for _, c in checks)
     assert version.status == contract.FAILED and "demo: VERSION says 1.3.0, our pin is 1.2.0" in version.message
     assert dep.status == contract.FAILED and "cd" * 20 in dep.message
     (checkout / "src.c").write_text("int demo(void) { return 3; }\n")
