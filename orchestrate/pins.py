@@ -8,11 +8,13 @@ variants/upstreams.yaml; the pinned versions are read from variants/shared.yaml.
 from __future__ import annotations
 
 import argparse
+import email.parser
 import json
 import os
 import socket
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ DEFAULT_TIMEOUT = 10.0
 CURRENT, NEWER, AHEAD, NOT_COMPARED, ERROR = "current", "newer available", "ahead of releases", "not compared", "error"
 # States of a coupling row.
 OK, BROKEN, UNKNOWN, OFFLINE = "ok", "BROKEN", "unknown", "checked offline"
+JSON_METADATA = "PyPI JSON"
 GIT_UNREACHABLE = ("could not resolve host", "failed to connect", "connection refused", "connection timed out",
                    "timed out", "network is unreachable", "could not connect", "unable to access")
 
@@ -58,9 +61,9 @@ class Lookup:
 
     source: ReleaseSource
     releases: list[Release] = field(default_factory=list)
-    latest_requires: list[str] | None = None  # PyPI: requires_dist of the project's current version
+    latest_requires: tuple[list[str], str] | None = None  # PyPI: (requires_dist, where from) of the current version
     latest_version: str = ""
-    pinned_requires: list[str] | None = None  # PyPI: requires_dist of the pinned version, when served
+    pinned_requires: tuple[list[str], str] | None = None  # the same for the pinned version, when served
     error: str = ""
     unreachable: bool = False
 
@@ -124,7 +127,8 @@ def _pypi(source: ReleaseSource, pinned: str, pypi_url: str, timeout: float) -> 
     except LookupError as exc:
         lookup.error = str(exc)
         return lookup
-    for label, files in (data.get("releases") or {}).items():
+    releases = data.get("releases") or {}
+    for label, files in releases.items():
         version = parse_version(label)
         # a release whose every file is yanked is withdrawn; one with no files has nothing to install
         if version is None or not files or all(f.get("yanked") for f in files):
@@ -132,29 +136,57 @@ def _pypi(source: ReleaseSource, pinned: str, pypi_url: str, timeout: float) -> 
         lookup.releases.append(Release(label, version, version.is_prerelease))
     info = data.get("info") or {}
     lookup.latest_version = str(info.get("version") or "")
-    lookup.latest_requires = list(info.get("requires_dist") or [])
-    if lookup.latest_version and parse_version(lookup.latest_version) == parse_version(pinned):
+    pinned_label = next((label for label in releases if parse_version(label) == parse_version(pinned)), pinned)
+    lookup.latest_requires = _requires(releases.get(lookup.latest_version), url, timeout)
+    if lookup.latest_requires is None:
+        lookup.latest_requires = (list(info.get("requires_dist") or []), JSON_METADATA)
+    if pinned_label == lookup.latest_version:
         lookup.pinned_requires = lookup.latest_requires
     else:
-        try:  # the pinned version's own metadata; not every PyPI mirror serves per-version JSON
-            lookup.pinned_requires = list((_get_json(f"{pypi_url}/{source.name}/{pinned}/json", timeout).get("info") or {})
-                                          .get("requires_dist") or [])
+        lookup.pinned_requires = _requires(releases.get(pinned_label), url, timeout)
+    if lookup.pinned_requires is None:
+        try:  # the pinned version's own JSON; not every PyPI mirror serves per-version JSON
+            version_info = _get_json(f"{pypi_url}/{source.name}/{pinned_label}/json", timeout).get("info") or {}
+            lookup.pinned_requires = (list(version_info.get("requires_dist") or []), JSON_METADATA)
         except (Unreachable, LookupError):
             lookup.pinned_requires = None
     return lookup
 
 
-def _get_json(url: str, timeout: float) -> dict:
+def _requires(files: list[dict] | None, json_url: str, timeout: float) -> tuple[list[str], str] | None:
+    """Requires-Dist of a Linux x86_64 wheel of the release, from its metadata file (PEP 658) where the index
+    serves one. PyPI's JSON `requires_dist` is the first uploaded file's, often the sdist's, which can name
+    other versions than the wheels do."""
+    wheels = [f for f in files or [] if str(f.get("filename", "")).endswith(".whl") and not f.get("yanked")
+              and (f.get("core-metadata") or f.get("data-dist-info-metadata"))]
+    wheels.sort(key=lambda f: ("x86_64" not in f["filename"] or "linux" not in f["filename"], f["filename"]))
+    for wheel in wheels[:1]:
+        metadata_url = urllib.parse.urljoin(json_url, str(wheel.get("url", ""))) + ".metadata"
+        try:
+            text = _get(metadata_url, timeout).decode("utf-8", "replace")
+        except (Unreachable, LookupError):
+            return None
+        return email.parser.Parser().parsestr(text, headersonly=True).get_all("Requires-Dist") or [], \
+            f"{wheel['filename']} metadata"
+    return None
+
+
+def _get(url: str, timeout: float) -> bytes:
     request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "rocm-stack-orchestrate"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read())
+            return response.read()
     except urllib.error.HTTPError as exc:
         raise LookupError(f"{url}: HTTP {exc.code}")
     except urllib.error.URLError as exc:
         raise Unreachable(str(exc.reason))
     except (socket.timeout, TimeoutError, ConnectionError) as exc:
         raise Unreachable(str(exc) or exc.__class__.__name__)
+
+
+def _get_json(url: str, timeout: float) -> dict:
+    try:
+        return json.loads(_get(url, timeout))
     except (ValueError, UnicodeDecodeError):
         raise LookupError(f"{url}: not JSON")
 
@@ -266,17 +298,20 @@ def coupling_row(coupling: Coupling, upstreams: Upstreams, pins: Pins, lookups: 
         row["state"], row["detail"] = "error", lookup.error
         return row
     dependency = second.pypi()
-    if lookup.latest_version and lookup.latest_version != pinned[first.name]:
-        wanted = _requirements_on(lookup.latest_requires, dependency)
+    if lookup.latest_version and lookup.latest_version != pinned[first.name] and lookup.latest_requires:
+        requires, where = lookup.latest_requires
+        wanted = _requirements_on(requires, dependency)
         row["newest_needs"] = (f"{first.pypi()} {lookup.latest_version} needs "
-                               + (", ".join(wanted) if wanted else f"no particular {dependency}"))
+                               + (", ".join(wanted) if wanted else f"no particular {dependency}") + f" ({where})")
     if lookup.pinned_requires is None:
         row["state"] = UNKNOWN
         row["detail"] = f"{lookup.source.label} served no metadata for {pinned[first.name]}"
         return row
-    wanted = _requirements_on(lookup.pinned_requires, dependency)
+    requires, where = lookup.pinned_requires
+    wanted = _requirements_on(requires, dependency)
     their_pin = second.parse_pin(pinned[second.name])
-    needs = f"{first.pypi()} {pinned[first.name]} needs {', '.join(wanted) if wanted else f'no particular {dependency}'}"
+    needs = (f"{first.pypi()} {pinned[first.name]} needs {', '.join(wanted) if wanted else f'no particular {dependency}'}"
+             f" ({where})")
     if any(_admits(spec, their_pin) for spec in wanted) or not wanted:
         row["state"], row["detail"] = OK, needs
     else:

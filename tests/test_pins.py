@@ -33,7 +33,8 @@ class PyPI(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 (http.server's naming)
         document = self.server.documents.get(self.path)
-        body = json.dumps(document).encode() if document is not None else b'{"message": "Not Found"}'
+        body = b'{"message": "Not Found"}' if document is None else \
+            document.encode() if isinstance(document, str) else json.dumps(document).encode()
         self.send_response(200 if document is not None else 404)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -52,17 +53,25 @@ def pypi():
     thread.start()
 
     def publish(name: str, releases: list[str], requires: dict[str, list[str]] | None = None,
-                per_version: bool = True, yanked: tuple = ()):
-        """A project whose current version is its highest stable release; requires: version -> requires_dist."""
-        requires = requires or {}
+                per_version: bool = True, yanked: tuple = (), wheel_requires: dict[str, list[str]] | None = None):
+        """A project whose current version is its highest stable release; requires: version -> requires_dist
+        of the JSON API (its first upload's); wheel_requires: version -> a Linux wheel's own metadata (PEP 658)."""
+        requires, wheel_requires = requires or {}, wheel_requires or {}
         stable = [r for r in releases if not Version(r).is_prerelease]
         latest = max(stable or releases, key=Version)
         for path in [p for p in server.documents if p.startswith(f"/pypi/{name}/")]:
             del server.documents[path]  # publishing again replaces the project
         server.documents[f"/pypi/{name}/json"] = {
             "info": {"name": name, "version": latest, "requires_dist": requires.get(latest)},
-            "releases": {r: [{"filename": f"{name}-{r}.tar.gz", "yanked": r in yanked}] for r in releases},
+            "releases": {r: [{"filename": f"{name}-{r}.tar.gz", "yanked": r in yanked, "url": f"../../packages/{name}-{r}.tar.gz"}]
+                         for r in releases},
         }
+        for release, lines in wheel_requires.items():
+            wheel = f"{name}-{release}-cp38-abi3-manylinux_2_28_x86_64.whl"
+            server.documents[f"/pypi/{name}/json"]["releases"][release].append(
+                {"filename": wheel, "yanked": False, "url": f"../../packages/{wheel}", "core-metadata": {"sha256": "0"}})
+            server.documents[f"/packages/{wheel}.metadata"] = (
+                f"Metadata-Version: 2.1\nName: {name}\nVersion: {release}\n" + "".join(f"Requires-Dist: {l}\n" for l in lines))
         for release in releases if per_version else []:
             server.documents[f"/pypi/{name}/{release}/json"] = {
                 "info": {"name": name, "version": release, "requires_dist": requires.get(release)}}
@@ -251,3 +260,18 @@ def test_pins_names_an_upstream_whose_version_key_is_not_pinned(tmp_path, capsys
     assert code == 2
     assert err.strip() == ("error: upstreams.yaml: vllm's version key vllm_verison is not a single value in "
                            f"{workspace / 'variants' / 'shared.yaml'}: fix one of them")
+
+
+def test_pins_trusts_a_wheels_own_metadata_over_the_json_api(pypi, tmp_path, capsys):
+    """PyPI's JSON requires_dist is the first upload's (often the sdist's); a wheel's metadata file says what
+    the wheel needs. vLLM 0.33.0's JSON names another torch than its wheels do."""
+    publish_current_world(pypi, tmp_path / "git")
+    vllm, torch = PIN["vllm_version"], PIN["pytorch_version"]
+    pypi("vllm", [vllm], {vllm: ["torch==0.0.1"]}, wheel_requires={vllm: [f"torch=={torch}", "regex"]})
+    code, out, _ = pins(capsys, REPO, "--pypi-url", pypi.url, "--git-base", str(tmp_path / "git"))
+    coupling = next(line for line in out.splitlines() if line.startswith("vllm <-> pytorch"))
+    assert code == 0 and " ok " in coupling and f"needs torch=={torch} (vllm-{vllm}-cp38-abi3-manylinux_2_28_x86_64.whl metadata)" in coupling
+
+    pypi("vllm", [vllm], {vllm: [f"torch=={torch}"]}, wheel_requires={vllm: ["torch==0.0.1"]})
+    code, out, _ = pins(capsys, REPO, "--pypi-url", pypi.url, "--git-base", str(tmp_path / "git"))
+    assert code == 1 and "BROKEN" in next(line for line in out.splitlines() if line.startswith("vllm <-> pytorch"))
