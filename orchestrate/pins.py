@@ -155,8 +155,8 @@ def _pypi(source: ReleaseSource, pinned: str, pypi_url: str, timeout: float) -> 
 
 def _requires(files: list[dict] | None, json_url: str, timeout: float) -> tuple[list[str], str] | None:
     """Requires-Dist of a Linux x86_64 wheel of the release, from its metadata file (PEP 658) where the index
-    serves one. PyPI's JSON `requires_dist` is the first uploaded file's, often the sdist's, which can name
-    other versions than the wheels do."""
+    serves one. The JSON API's `requires_dist` is one answer per release, and an index can get it wrong (one
+    answered torch==2.13.0 for vLLM 0.33.0, whose sdist requires torch==2.14.0)."""
     wheels = [f for f in files or [] if str(f.get("filename", "")).endswith(".whl") and not f.get("yanked")
               and (f.get("core-metadata") or f.get("data-dist-info-metadata"))]
     wheels.sort(key=lambda f: ("x86_64" not in f["filename"] or "linux" not in f["filename"], f["filename"]))

@@ -263,8 +263,8 @@ def test_pins_names_an_upstream_whose_version_key_is_not_pinned(tmp_path, capsys
 
 
 def test_pins_trusts_a_wheels_own_metadata_over_the_json_api(pypi, tmp_path, capsys):
-    """PyPI's JSON requires_dist is the first upload's (often the sdist's); a wheel's metadata file says what
-    the wheel needs. vLLM 0.33.0's JSON names another torch than its wheels do."""
+    """The JSON API's requires_dist is one answer per release and can be wrong; a wheel's metadata file says
+    what the wheel needs, and wins."""
     publish_current_world(pypi, tmp_path / "git")
     vllm, torch = PIN["vllm_version"], PIN["pytorch_version"]
     pypi("vllm", [vllm], {vllm: ["torch==0.0.1"]}, wheel_requires={vllm: [f"torch=={torch}", "regex"]})
