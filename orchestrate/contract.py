@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .recipes import SHARED_SCRIPTS, load_recipe_yaml
-from .upstreams import Check, Pins, Upstreams, parse_version, same_release
+from .upstreams import MINIMUM, Check, Pins, Upstreams, parse_version, same_release
 
 ENV, CMAKE = "env", "cmake"
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
@@ -314,8 +314,9 @@ def check_value(check: Check, upstreams: Upstreams, pins: Pins, sources: Path) -
         return found
     if _agrees(found.message, expected, check, upstreams):
         return Outcome(OK, f"{check.where} says {found.message}")
-    return Outcome(FAILED, f"{check.where} says {found.message}, our pin is {expected} ({check.wants.removeprefix('= ')}): "
-                           "move the pins together")
+    needs = "at least " if check.upstream_is == MINIMUM else ""
+    return Outcome(FAILED, f"{check.where} says {needs}{found.message}, our pin is {expected} "
+                           f"({check.expect.get('version') or check.wants.removeprefix('= ')}): move the pins together")
 
 
 def read_value(check: Check, checkout: Path) -> Outcome:
@@ -342,8 +343,10 @@ def _agrees(found: str, expected: str, check: Check, upstreams: Upstreams) -> bo
         return False
     owner = next((c for c in upstreams.components.values() if c.version_key == check.expect["version"]), None)
     parse = owner.parse_pin if owner else parse_version
-    a, b = parse(found.strip()), parse(expected.strip())
-    return a is not None and b is not None and same_release(a, b)
+    upstream, ours = parse(found.strip()), parse(expected.strip())
+    if upstream is None or ours is None:
+        return False
+    return same_release(upstream, ours) or (check.upstream_is == MINIMUM and ours >= upstream)
 
 
 def check_patch(patch: Path, recipe: str, sources: Path) -> Outcome:

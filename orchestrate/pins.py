@@ -27,7 +27,7 @@ from packaging.version import Version
 from .errors import UserError
 from .options import ARCH_ENV, find_workspace
 from .ui import Reporter
-from .upstreams import Component, Coupling, Pins, ReleaseSource, Upstreams, parse_version, read_pins
+from .upstreams import ADVISORY, Component, Coupling, Pins, ReleaseSource, Upstreams, parse_version, read_pins
 
 PYPI_URL_ENV = "ORCHESTRATE_PYPI_URL"
 GIT_BASE_ENV = "ORCHESTRATE_GIT_BASE"
@@ -37,7 +37,7 @@ DEFAULT_TIMEOUT = 10.0
 # States of a component row, as a user reads them.
 CURRENT, NEWER, AHEAD, NOT_COMPARED, ERROR = "current", "newer available", "ahead of releases", "not compared", "error"
 # States of a coupling row.
-OK, BROKEN, UNKNOWN, OFFLINE = "ok", "BROKEN", "unknown", "checked offline"
+OK, BROKEN, DIFFERS, UNKNOWN, OFFLINE = "ok", "BROKEN", "differs", "unknown", "checked offline"
 JSON_METADATA = "PyPI JSON"
 GIT_UNREACHABLE = ("could not resolve host", "failed to connect", "connection refused", "connection timed out",
                    "timed out", "network is unreachable", "could not connect", "unable to access")
@@ -314,6 +314,8 @@ def coupling_row(coupling: Coupling, upstreams: Upstreams, pins: Pins, lookups: 
              f" ({where})")
     if any(_admits(spec, their_pin) for spec in wanted) or not wanted:
         row["state"], row["detail"] = OK, needs
+    elif coupling.requires == ADVISORY:  # what PyPI's builds need, not ours: shown, not enforced
+        row["state"], row["detail"] = DIFFERS, f"{needs}, pinned {pinned[second.name]} (advisory)"
     else:
         row["state"], row["detail"] = BROKEN, f"{needs}, pinned {pinned[second.name]}"
     return row

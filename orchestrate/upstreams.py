@@ -21,6 +21,8 @@ from .recipes import Output, load_recipe_yaml, render_all, variant_config
 
 UPSTREAMS_FILE = "upstreams.yaml"
 EXPECT_KINDS = ("version", "source", "env")
+ADVISORY = "advisory"
+EXACT, MINIMUM = "exact", "minimum"
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class Check:
     pattern: str | None = None
     gitlink: str | None = None
     when_source: str | None = None  # "url" or "git": the check applies only while the recipe's source is one
+    upstream_is: str = EXACT  # MINIMUM: upstream's value is the lowest version it accepts, our pin may be newer
 
 
     @property
@@ -66,7 +69,7 @@ class Check:
     @property
     def wants(self) -> str:
         if "version" in self.expect:
-            return f"= {self.expect['version']}"
+            return f"{'<=' if self.upstream_is == MINIMUM else '='} {self.expect['version']}"
         if "source" in self.expect:
             part = f" ({self.expect['git']})" if "git" in self.expect else ""
             return f"= {self.expect['source']}'s source commit{part}"
@@ -100,7 +103,9 @@ class Coupling:
     pins: tuple[str, str]
     rule: str
     why: str
-    requires: bool = False  # the first pin's PyPI metadata must admit the second's version
+    # True: the first pin's PyPI metadata must admit the second's version; "advisory": it is shown, not
+    # enforced (the PyPI builds are not ours, e.g. vLLM's CUDA wheels pin an exact torch, its ROCm build does not)
+    requires: bool | str = False
     checks: tuple[Check, ...] = ()
 
     @property
@@ -164,10 +169,13 @@ def _coupling(path: Path, spec, components: dict[str, Component]) -> Coupling:
     if not isinstance(pins, list) or len(pins) != 2 or not all(p in components for p in pins):
         raise UserError(f"{path}: coupling {pins!r} must name two components of 'components': fix the file")
     label = " <-> ".join(pins)
-    if spec.get("requires") and not all(components[p].pypi() for p in pins):
-        raise UserError(f"{path}: coupling {label} has requires: true but not both are on PyPI: fix the file")
+    requires = spec.get("requires", False)
+    if requires not in (True, False, ADVISORY):
+        raise UserError(f"{path}: coupling {label}: requires is true, false or {ADVISORY}: fix the file")
+    if requires and not all(components[p].pypi() for p in pins):
+        raise UserError(f"{path}: coupling {label} has requires but not both are on PyPI: fix the file")
     return Coupling((pins[0], pins[1]), str(spec.get("rule", "")), str(spec.get("why", "")),
-                    bool(spec.get("requires")), _checks(path, label, spec.get("checks")))
+                    requires, _checks(path, label, spec.get("checks")))
 
 
 def _checks(path: Path, owner: str, specs) -> tuple[Check, ...]:
@@ -180,8 +188,10 @@ def _checks(path: Path, owner: str, specs) -> tuple[Check, ...]:
             raise UserError(f"{path}: {owner}: a check reads either file + pattern or gitlink: fix it")
         if spec.get("when_source") not in (None, "url", "git"):
             raise UserError(f"{path}: {owner}: when_source is url or git: fix it")
+        if spec.get("upstream_is", EXACT) not in (EXACT, MINIMUM) or (spec.get("upstream_is") == MINIMUM and "version" not in expect):
+            raise UserError(f"{path}: {owner}: upstream_is is {EXACT} or {MINIMUM} (a version only): fix it")
         checks.append(Check(str(spec["checkout"]), dict(expect), spec.get("file"), spec.get("pattern"), spec.get("gitlink"),
-                            spec.get("when_source")))
+                            spec.get("when_source"), spec.get("upstream_is", EXACT)))
     return tuple(checks)
 
 

@@ -144,6 +144,7 @@ def synthetic(tmp_path):
     git("init", "-q", cwd=upstream)
     (upstream / "CMakeLists.txt").write_text(SYNTHETIC_CMAKE)
     (upstream / "VERSION").write_text("1.2.0\n")
+    (upstream / "MINIMUM").write_text("works with demo >= 1.1.0\n")
     (upstream / "src.c").write_text("int demo(void) { return 1; }\n")
     git("add", "-A", cwd=upstream)
     git("update-index", "--add", "--cacheinfo", f"160000,{'ab' * 20},third_party/dep", cwd=upstream)
@@ -161,6 +162,10 @@ def synthetic(tmp_path):
             {"checkout": "demo", "gitlink": "third_party/dep", "expect": {"env": "demo", "name": "DEP_COMMIT"}},
             {"checkout": "demo", "file": "PKG-INFO", "pattern": r"^Version: (\S+)", "expect": {"version": "demo_version"},
              "when_source": "url"},  # only sdists have it; demo's source is git
+            {"checkout": "demo", "file": "CMakeLists.txt", "pattern": r"cmake_minimum_required\(VERSION (\S+)\)",
+             "expect": {"version": "demo_version"}, "upstream_is": "minimum"},  # 3.20 > 1.2.0: fails
+            {"checkout": "demo", "file": "MINIMUM", "pattern": r">= (\S+)", "expect": {"version": "demo_version"},
+             "upstream_is": "minimum"},  # 1.1.0 <= 1.2.0: holds
         ]}}}))
     recipe = workspace / "recipes" / "demo"
     recipe.mkdir(parents=True)
@@ -199,8 +204,9 @@ def test_contract_logic_on_a_synthetic_checkout(synthetic):
     checkout = sources / "demo"
     assert contract.check_head("demo", pins, sources).status == contract.OK
     checks = upstreams.all_checks()
-    assert [contract.check_value(c, upstreams, pins, sources).status for _, c in checks] == \
-        [contract.OK, contract.OK, contract.SKIPPED]
+    outcomes = [contract.check_value(c, upstreams, pins, sources) for _, c in checks]
+    assert [o.status for o in outcomes] == [contract.OK, contract.OK, contract.SKIPPED, contract.FAILED, contract.OK]
+    assert "says at least 3.20, our pin is 1.2.0" in outcomes[3].message
     patch = workspace / "patches" / "demo" / "0001-demo.patch"
     assert contract.check_patch(patch, "demo", sources).status == contract.OK
 
@@ -219,7 +225,7 @@ def test_contract_logic_on_a_synthetic_checkout(synthetic):
     git("commit", "-q", "-am", "demo 1.3.0", cwd=checkout)
     head = contract.check_head("demo", pins, sources)
     assert head.status == contract.FAILED and "the recipe pins" in head.message
-    version, dep, _ = (contract.check_value(c, upstreams, pins, sources) for _, c in checks)
+    version, dep = (contract.check_value(c, upstreams, pins, sources) for _, c in checks[:2])
     assert version.status == contract.FAILED and "demo: VERSION says 1.3.0, our pin is 1.2.0" in version.message
     assert dep.status == contract.FAILED and "cd" * 20 in dep.message
     (checkout / "src.c").write_text("int demo(void) { return 3; }\n")
