@@ -8,6 +8,7 @@ tests/test_upstream_contract.py runs it; this module only reads.
 """
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shlex
@@ -234,7 +235,7 @@ def files_reading(checkout: Path, use_kind: str, name: str) -> list[str]:
                     [f":(exclude,glob)**/{d}/**" for d in ("test", "tests")]
         result = subprocess.run(["git", "-C", str(checkout), "grep", "-l", "-w", "-F", "-e", name, "--", *pathspecs],
                                 capture_output=True, text=True)
-        return result.stdout.split()
+        return result.stdout.splitlines()
     hits = []
     word = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
     for path in _build_files(checkout, patterns):
@@ -244,7 +245,6 @@ def files_reading(checkout: Path, use_kind: str, name: str) -> list[str]:
 
 
 def _build_files(checkout: Path, patterns: tuple[str, ...]):
-    import fnmatch
     for root, dirs, files in os.walk(checkout):
         rel = Path(root).relative_to(checkout)
         dirs[:] = [d for d in dirs if not (d in ("test", "tests", ".git") or (rel == Path(".") and d in NOT_THE_BUILD))]
