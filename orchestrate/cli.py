@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import clean, fetch, runner
+from . import clean, fetch, pins, runner
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
@@ -84,6 +84,7 @@ def make_parser() -> argparse.ArgumentParser:
     variants.add_argument("--write", action="store_true", help="rewrite the generated variant files")
     detect = sub.add_parser("detect", help="print this machine's AMD GPU architecture")
     detect.add_argument("--workspace", type=Path)
+    pins.add_arguments(sub.add_parser("pins", help="each pin beside upstream's newest release, and the pins that move together"))
     for name, help_text, add_arguments, _ in EXTRA_COMMANDS:
         extra = sub.add_parser(name, help=help_text)
         add_arguments(extra)
@@ -271,8 +272,7 @@ def cmd_detect(args, reporter: Reporter) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "build-all": cmd_build, "build": cmd_build, "fetch": cmd_fetch, "clean": cmd_clean,
-            "list": cmd_list,
-            "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect}
+            "list": cmd_list, "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect, "pins": pins.run}
 
 
 def main(argv: list[str] | None = None) -> int:

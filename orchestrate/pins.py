@@ -1,0 +1,390 @@
+"""`orchestrate pins`: each pin beside the newest upstream release, and whether coupled pins still agree.
+
+Releases come from PyPI's JSON API and from `git ls-remote --tags`, both at addresses a user (or a test)
+can point elsewhere: --pypi-url / $ORCHESTRATE_PYPI_URL and --git-base / $ORCHESTRATE_GIT_BASE. Every
+lookup runs in parallel with a short timeout. What each component is upstream is declared once, in
+variants/upstreams.yaml; the pinned versions are read from variants/shared.yaml.
+"""
+from __future__ import annotations
+
+import argparse
+import email.parser
+import json
+import os
+import socket
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from .errors import UserError
+from .options import ARCH_ENV, find_workspace
+from .ui import Reporter
+from .upstreams import ADVISORY, Component, Coupling, Pins, ReleaseSource, Upstreams, parse_version, read_pins
+
+PYPI_URL_ENV = "ORCHESTRATE_PYPI_URL"
+GIT_BASE_ENV = "ORCHESTRATE_GIT_BASE"
+DEFAULT_PYPI_URL = "https://pypi.org/pypi"
+DEFAULT_GIT_BASE = "https://github.com"
+DEFAULT_TIMEOUT = 10.0
+# States of a component row, as a user reads them.
+CURRENT, NEWER, AHEAD, NOT_COMPARED, ERROR = "current", "newer available", "ahead of releases", "not compared", "error"
+# States of a coupling row.
+OK, BROKEN, DIFFERS, UNKNOWN, OFFLINE = "ok", "BROKEN", "differs", "unknown", "checked offline"
+JSON_METADATA = "PyPI JSON"
+GIT_UNREACHABLE = ("could not resolve host", "failed to connect", "connection refused", "connection timed out",
+                   "timed out", "network is unreachable", "could not connect", "unable to access")
+
+
+class Unreachable(Exception):
+    """The address did not answer at all (no route, refused, DNS, timeout): the network, not the data."""
+
+
+@dataclass
+class Release:
+    label: str  # what upstream calls it: a PyPI version or a tag name
+    version: Version
+    pre: bool
+    commit: str = ""  # for git tags
+
+
+@dataclass
+class Lookup:
+    """What one release source answered."""
+
+    source: ReleaseSource
+    releases: list[Release] = field(default_factory=list)
+    latest_requires: tuple[list[str], str] | None = None  # PyPI: (requires_dist, where from) of the current version
+    latest_version: str = ""
+    pinned_requires: tuple[list[str], str] | None = None  # the same for the pinned version, when served
+    error: str = ""
+    unreachable: bool = False
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--arch", help=f"architecture whose rendered sources to show (default: ${ARCH_ENV}, else the "
+                                       "table's first; only rocm-sdk's tarball differs between architectures)")
+    parser.add_argument("--pypi-url", help=f"PyPI JSON API base (default: ${PYPI_URL_ENV}, else {DEFAULT_PYPI_URL})")
+    parser.add_argument("--git-base", help=f"where OWNER/REPO git repositories are (URL or folder; default: "
+                                           f"${GIT_BASE_ENV}, else {DEFAULT_GIT_BASE})")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per lookup (default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--quiet", "-q", action="store_true", help="plain lines")
+
+
+def run(args, reporter: Reporter) -> int:
+    workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
+    pypi_url = (args.pypi_url or os.environ.get(PYPI_URL_ENV) or DEFAULT_PYPI_URL).rstrip("/")
+    git_base = (args.git_base or os.environ.get(GIT_BASE_ENV) or DEFAULT_GIT_BASE).rstrip("/")
+    if not pypi_url.startswith(("http://", "https://")):
+        raise UserError(f"--pypi-url {pypi_url} is not an http(s) URL: give the JSON API base, e.g. {DEFAULT_PYPI_URL}")
+    if args.timeout <= 0:
+        raise UserError(f"--timeout {args.timeout} must be a positive number of seconds")
+    upstreams = Upstreams.load(workspace / "variants")
+    pins = read_pins(workspace, upstreams, args.arch or os.environ.get(ARCH_ENV))
+    lookups = look_up(upstreams, pins, pypi_url, git_base, args.timeout)
+    if lookups and all(lk.unreachable for lk in lookups.values()):
+        raise UserError(f"cannot reach PyPI or GitHub ({pypi_url}, {git_base}): check the network or a proxy")
+    report = make_report(upstreams, pins, lookups, pypi_url, git_base)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        show(report, reporter)
+    return 0 if report["ok"] else 1
+
+
+def look_up(upstreams: Upstreams, pins: Pins, pypi_url: str, git_base: str, timeout: float) -> dict[tuple, Lookup]:
+    """Every release source of every component, queried in parallel; keyed by (component, source label)."""
+    jobs = {}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for component in upstreams.components.values():
+            pinned = pins.version(component.version_key)
+            for source in component.releases:
+                if source.kind == "pypi":
+                    job = pool.submit(_pypi, source, pinned, pypi_url, timeout)
+                else:
+                    job = pool.submit(_git_tags, source, git_base, timeout)
+                jobs[(component.name, source.label)] = job
+        return {key: job.result() for key, job in jobs.items()}
+
+
+def _pypi(source: ReleaseSource, pinned: str, pypi_url: str, timeout: float) -> Lookup:
+    lookup = Lookup(source)
+    url = f"{pypi_url}/{source.name}/json"
+    try:
+        data = _get_json(url, timeout)
+    except Unreachable as exc:
+        lookup.error, lookup.unreachable = f"cannot reach {url} ({exc})", True
+        return lookup
+    except LookupError as exc:
+        lookup.error = str(exc)
+        return lookup
+    releases = data.get("releases") or {}
+    for label, files in releases.items():
+        version = parse_version(label)
+        # a release whose every file is yanked is withdrawn; one with no files has nothing to install
+        if version is None or not files or all(f.get("yanked") for f in files):
+            continue
+        lookup.releases.append(Release(label, version, version.is_prerelease))
+    info = data.get("info") or {}
+    lookup.latest_version = str(info.get("version") or "")
+    pinned_label = next((label for label in releases if parse_version(label) == parse_version(pinned)), pinned)
+    lookup.latest_requires = _requires(releases.get(lookup.latest_version), url, timeout)
+    if lookup.latest_requires is None:
+        lookup.latest_requires = (list(info.get("requires_dist") or []), JSON_METADATA)
+    if pinned_label == lookup.latest_version:
+        lookup.pinned_requires = lookup.latest_requires
+    else:
+        lookup.pinned_requires = _requires(releases.get(pinned_label), url, timeout)
+    if lookup.pinned_requires is None:
+        try:  # the pinned version's own JSON; not every PyPI mirror serves per-version JSON
+            version_info = _get_json(f"{pypi_url}/{source.name}/{pinned_label}/json", timeout).get("info") or {}
+            lookup.pinned_requires = (list(version_info.get("requires_dist") or []), JSON_METADATA)
+        except (Unreachable, LookupError):
+            lookup.pinned_requires = None
+    return lookup
+
+
+def _requires(files: list[dict] | None, json_url: str, timeout: float) -> tuple[list[str], str] | None:
+    """Requires-Dist of a Linux x86_64 wheel of the release, from its metadata file (PEP 658) where the index
+    serves one. The JSON API's `requires_dist` is one answer per release, and an index can get it wrong (one
+    answered torch==2.13.0 for vLLM 0.33.0, whose sdist requires torch==2.14.0)."""
+    wheels = [f for f in files or [] if str(f.get("filename", "")).endswith(".whl") and not f.get("yanked")
+              and (f.get("core-metadata") or f.get("data-dist-info-metadata"))]
+    wheels.sort(key=lambda f: ("x86_64" not in f["filename"] or "linux" not in f["filename"], f["filename"]))
+    for wheel in wheels[:1]:
+        metadata_url = urllib.parse.urljoin(json_url, str(wheel.get("url", ""))) + ".metadata"
+        try:
+            text = _get(metadata_url, timeout).decode("utf-8", "replace")
+        except (Unreachable, LookupError):
+            return None
+        return email.parser.Parser().parsestr(text, headersonly=True).get_all("Requires-Dist") or [], \
+            f"{wheel['filename']} metadata"
+    return None
+
+
+def _get(url: str, timeout: float) -> bytes:
+    request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "rocm-stack-orchestrate"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.read()
+    except urllib.error.HTTPError as exc:
+        raise LookupError(f"{url}: HTTP {exc.code}")
+    except urllib.error.URLError as exc:
+        raise Unreachable(str(exc.reason))
+    except (socket.timeout, TimeoutError, ConnectionError) as exc:
+        raise Unreachable(str(exc) or exc.__class__.__name__)
+
+
+def _get_json(url: str, timeout: float) -> dict:
+    try:
+        return json.loads(_get(url, timeout))
+    except (ValueError, UnicodeDecodeError):
+        raise LookupError(f"{url}: not JSON")
+
+
+def _git_tags(source: ReleaseSource, git_base: str, timeout: float) -> Lookup:
+    lookup = Lookup(source)
+    url = f"{git_base}/{source.name}"
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
+    try:
+        result = subprocess.run(["git", "ls-remote", "--tags", url], capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        lookup.error, lookup.unreachable = f"cannot reach {url} (no answer in {timeout:g} s)", True
+        return lookup
+    except FileNotFoundError:
+        lookup.error = "git is not installed: install git to list tags"
+        return lookup
+    if result.returncode != 0:
+        message = next((line for line in result.stderr.splitlines() if line.strip()), "git ls-remote failed")
+        reason = message.removeprefix("fatal: ").strip()
+        lookup.unreachable = any(word in reason.lower() for word in GIT_UNREACHABLE)
+        lookup.error = f"cannot reach {url} ({reason})" if lookup.unreachable else f"{url}: {reason}"
+        return lookup
+    commits: dict[str, str] = {}
+    for line in result.stdout.splitlines():
+        commit, _, ref = line.partition("\t")
+        if not ref.startswith("refs/tags/"):
+            continue
+        name = ref.removeprefix("refs/tags/")
+        if name.endswith("^{}"):  # an annotated tag, peeled to its commit
+            commits[name[:-3]] = commit
+        else:
+            commits.setdefault(name, commit)
+    for name, commit in commits.items():
+        parsed = source.version_of_tag(name)
+        if parsed:
+            lookup.releases.append(Release(name, parsed[0], parsed[1], commit))
+    return lookup
+
+
+def newest(releases: list[Release], include_pre: bool) -> Release | None:
+    candidates = [r for r in releases if include_pre or not r.pre]
+    return max(candidates, key=lambda r: r.version, default=None)
+
+
+def component_row(component: Component, pins: Pins, lookups: dict[tuple, Lookup]) -> dict:
+    pinned = pins.version(component.version_key)
+    pinned_version = component.parse_pin(pinned)
+    source = pins.primary_source(component.recipe)
+    mine = [lookups[(component.name, s.label)] for s in component.releases]
+    errors = [lk.error for lk in mine if lk.error]
+    found = [r for lk in mine for r in lk.releases]
+    best = newest(found, include_pre=bool(pinned_version and pinned_version.is_prerelease))
+    best_source = next((lk.source.label for lk in mine if best in lk.releases), "")
+    row = {"component": component.name, "recipe": component.recipe, "version_key": component.version_key,
+           "pinned": pinned, "source": _source_info(source), "releases": [s.label for s in component.releases],
+           "newest": best.label if best else None, "newest_from": best_source, "state": "", "notes": [],
+           "errors": errors}
+    if errors:
+        row["state"] = ERROR
+    elif not component.compare:
+        row["state"] = NOT_COMPARED
+        row["notes"].append(component.note)
+    elif best is None or pinned_version is None:
+        row["state"] = ERROR
+        row["errors"].append("no release found" if best is None else f"pinned version {pinned} is not a version")
+    elif best.version > pinned_version:
+        row["state"] = NEWER
+    elif best.version == pinned_version:
+        row["state"] = CURRENT
+    else:
+        row["state"] = AHEAD
+        row["notes"].append(f"{pinned} is newer than every release ({best.label}): an unreleased commit")
+    # A tag that names the pinned version must be the commit the recipe builds.
+    if source and "git" in source and pinned_version is not None:
+        for release in found:
+            if release.commit and release.version == pinned_version and not release.pre:
+                if not str(source["rev"]).startswith(release.commit) and not release.commit.startswith(str(source["rev"])):
+                    row["errors"].append(f"tag {release.label} is {release.commit[:12]}, the recipe builds {str(source['rev'])[:12]}")
+                    row["state"] = ERROR
+                else:
+                    row["notes"].append(f"the recipe's commit is tag {release.label}")
+    return row
+
+
+def _source_info(source: dict | None) -> dict | None:
+    if not source:
+        return None
+    if "git" in source:
+        return {"git": str(source["git"]), "rev": str(source["rev"])}
+    if "url" in source:
+        return {"url": str(source["url"]), "sha256": str(source.get("sha256", ""))}
+    return {"path": str(source.get("path"))}
+
+
+def coupling_row(coupling: Coupling, upstreams: Upstreams, pins: Pins, lookups: dict[tuple, Lookup]) -> dict:
+    first, second = (upstreams.components[name] for name in coupling.pins)
+    pinned = {name: pins.version(upstreams.components[name].version_key) for name in coupling.pins}
+    row = {"pins": list(coupling.pins), "rule": coupling.rule, "why": coupling.why, "pinned": pinned,
+           "state": OFFLINE if coupling.checks else UNKNOWN, "detail": "", "newest_needs": "",
+           "checks": [f"{c.where} {c.wants}" for c in coupling.checks]}
+    if coupling.checks:
+        row["detail"] = "tests/test_upstream_contract.py reads " + "; ".join(row["checks"])
+    else:
+        row["detail"] = "no machine-readable source: keep them together by hand"
+    if not coupling.requires:
+        return row
+    lookup = lookups[(first.name, f"pypi:{first.pypi()}")]
+    if lookup.error:
+        row["state"], row["detail"] = "error", lookup.error
+        return row
+    dependency = second.pypi()
+    if lookup.latest_version and lookup.latest_version != pinned[first.name] and lookup.latest_requires:
+        requires, where = lookup.latest_requires
+        wanted = _requirements_on(requires, dependency)
+        row["newest_needs"] = (f"{first.pypi()} {lookup.latest_version} needs "
+                               + (", ".join(wanted) if wanted else f"no particular {dependency}") + f" ({where})")
+    if lookup.pinned_requires is None:
+        row["state"] = UNKNOWN
+        row["detail"] = f"{lookup.source.label} served no metadata for {pinned[first.name]}"
+        return row
+    requires, where = lookup.pinned_requires
+    wanted = _requirements_on(requires, dependency)
+    their_pin = second.parse_pin(pinned[second.name])
+    needs = (f"{first.pypi()} {pinned[first.name]} needs {', '.join(wanted) if wanted else f'no particular {dependency}'}"
+             f" ({where})")
+    if any(_admits(spec, their_pin) for spec in wanted) or not wanted:
+        row["state"], row["detail"] = OK, needs
+    elif coupling.requires == ADVISORY:  # what PyPI's builds need, not ours: shown, not enforced
+        row["state"], row["detail"] = DIFFERS, f"{needs}, pinned {pinned[second.name]} (advisory)"
+    else:
+        row["state"], row["detail"] = BROKEN, f"{needs}, pinned {pinned[second.name]}"
+    return row
+
+
+def _requirements_on(requires_dist: list[str], name: str) -> list[str]:
+    """The version specifiers a requires_dist list puts on one project (markers dropped; extras' too)."""
+    specs = []
+    for line in requires_dist:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) == canonicalize_name(name) and not _only_for_extra(requirement):
+            specs.append(f"{requirement.name}{requirement.specifier}" if str(requirement.specifier) else requirement.name)
+    return specs
+
+
+def _only_for_extra(requirement: Requirement) -> bool:
+    return requirement.marker is not None and "extra" in str(requirement.marker)
+
+
+def _admits(spec: str, version: Version | None) -> bool:
+    if version is None:
+        return False
+    requirement = Requirement(spec)
+    return not str(requirement.specifier) or requirement.specifier.contains(version, prereleases=True)
+
+
+def make_report(upstreams: Upstreams, pins: Pins, lookups: dict[tuple, Lookup], pypi_url: str, git_base: str) -> dict:
+    components = [component_row(c, pins, lookups) for c in upstreams.components.values()]
+    couplings = [coupling_row(c, upstreams, pins, lookups) for c in upstreams.couplings]
+    ok = not any(r["state"] == ERROR for r in components) and not any(r["state"] in (BROKEN, "error") for r in couplings)
+    return {"arch": pins.arch, "pypi_url": pypi_url, "git_base": git_base, "ok": ok,
+            "components": components, "couplings": couplings}
+
+
+def show(report: dict, reporter: Reporter) -> None:
+    rows = []
+    for row in report["components"]:
+        state = row["state"] if not row["errors"] else f"{row['state']}: {'; '.join(row['errors'])}"
+        notes = "; ".join(n for n in row["notes"] if n)
+        rows.append([row["component"], row["pinned"], _source_text(row["source"]), row["newest"] or "-",
+                     row["newest_from"] or ", ".join(row["releases"]), state + (f" ({notes})" if notes else "")])
+    reporter.table(f"Pins (variants/shared.yaml; sources as rendered for {report['arch']})",
+                   ["component", "pinned", "source", "newest", "from", "state"], rows)
+    rows = []
+    for row in report["couplings"]:
+        pinned = " / ".join(row["pinned"][name] for name in row["pins"])
+        detail = row["detail"] + (f"; {row['newest_needs']}" if row["newest_needs"] else "")
+        rows.append([row["pins"][0] + " <-> " + row["pins"][1], row["rule"], pinned, row["state"], detail])
+    reporter.table("Couplings (pins that move together)", ["pins", "rule", "pinned", "state", "upstream says"], rows)
+    newer = [r["component"] for r in report["components"] if r["state"] == NEWER]
+    broken = [" <-> ".join(r["pins"]) for r in report["couplings"] if r["state"] == BROKEN]
+    failed = [r["component"] for r in report["components"] if r["state"] == ERROR]
+    summary = [f"newer upstream: {', '.join(newer)}" if newer else "every compared pin is current"]
+    if broken:
+        summary.append(f"broken couplings: {', '.join(broken)}")
+    if failed:
+        summary.append(f"lookups failed: {', '.join(failed)}")
+    reporter.line("; ".join(summary))
+
+
+def _source_text(source: dict | None) -> str:
+    if not source:
+        return "-"
+    if "git" in source:
+        repo = source["git"].removesuffix(".git").rstrip("/").split("/")
+        return f"{'/'.join(repo[-2:])}@{source['rev'][:8]}"
+    if "url" in source:
+        return f"{source['url'].rsplit('/', 1)[-1]} sha256:{source['sha256'][:8]}"
+    return source.get("path") or "-"

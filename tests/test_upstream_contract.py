@@ -1,0 +1,240 @@
+"""The contract between our recipes and upstream, checked against checkouts at the pinned commits.
+
+With ROCM_STACK_SOURCES=DIR holding one checkout per recipe folder (DIR/aotriton, DIR/flash-attn,
+DIR/pytorch-rocm, ...; each the recipe's first source, TheRock for rocm-sdk): every pinned commit is its
+checkout's HEAD, every patch applies, the files upstream pins things in agree with our pins (PyTorch's
+triton.txt and aotriton.cmake, submodules, version files; declared in variants/upstreams.yaml), and every
+environment variable and CMake option the build scripts set is read by upstream at that commit. Without
+the variable these skip; a missing checkout skips its own tests. The last tests run the same logic on a
+synthetic checkout, so it runs (and can fail) in CI.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrate import contract
+from orchestrate.architectures import ArchitectureTable, write_variant_files
+from orchestrate.upstreams import Upstreams, read_pins
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCES_ENV = "ROCM_STACK_SOURCES"
+SOURCES = Path(os.environ[SOURCES_ENV]) if os.environ.get(SOURCES_ENV) else None
+needs_sources = pytest.mark.skipif(
+    SOURCES is None, reason=f"set {SOURCES_ENV}=DIR with one checkout per recipe folder at the pinned commits "
+                            "(DIR/aotriton, DIR/flash-attn, ...)")
+
+UPSTREAMS = Upstreams.load(REPO / "variants")
+PINS = read_pins(REPO, UPSTREAMS)
+RECIPES = sorted({c.recipe for c in UPSTREAMS.components.values() if c.recipe})
+CHECKS = UPSTREAMS.all_checks()
+# patches/<recipe folder>/ holds the patches to that recipe's first source (some only for an opt-in variant)
+PATCHES = [(p.parent.name, p) for p in sorted((REPO / "patches").rglob("*.patch"))]
+USES = contract.name_uses(REPO, PINS, UPSTREAMS)
+
+
+def settle(outcome: contract.Outcome) -> None:
+    if outcome.status == contract.SKIPPED:
+        pytest.skip(outcome.message)
+    assert outcome.status == contract.OK, outcome.message
+
+
+@needs_sources
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_pinned_commit_is_the_checkouts_head(recipe):
+    settle(contract.check_head(recipe, PINS, SOURCES))
+
+
+@needs_sources
+@pytest.mark.parametrize("owner,check", CHECKS, ids=[f"{o}:{c.file or c.gitlink}" for o, c in CHECKS])
+def test_upstream_agrees_with_our_pins(owner, check):
+    settle(contract.check_value(check, UPSTREAMS, PINS, SOURCES))
+
+
+@needs_sources
+@pytest.mark.parametrize("recipe,patch", PATCHES, ids=[f"{r}:{p.name}" for r, p in PATCHES])
+def test_patch_applies_to_the_pinned_source(recipe, patch):
+    settle(contract.check_patch(patch, recipe, SOURCES))
+
+
+@needs_sources
+@pytest.mark.parametrize("use", USES, ids=[u.id for u in USES])
+def test_upstream_reads_what_the_build_scripts_set(use):
+    settle(contract.check_name(use, SOURCES))
+
+
+# --- what runs in CI, without sources ---------------------------------------------------------------------
+
+def test_every_pinned_version_has_an_upstream():
+    shared = yaml.safe_load((REPO / "variants" / "shared.yaml").read_text())
+    declared = {c.version_key for c in UPSTREAMS.components.values()}
+    assert {k for k in shared if k.endswith("_version")} == declared
+
+
+def test_every_tarball_source_is_checked_through_a_version_file():
+    """A tarball has no commit to compare with HEAD; its checkout's version file stands in."""
+    for component in UPSTREAMS.components.values():
+        source = PINS.primary_source(component.recipe)
+        if source and "url" in source:
+            assert any(c.checkout == component.recipe and c.expect.get("version") == component.version_key
+                       and PINS.applies(c) for c in component.checks), \
+                f"{component.name}: declare a version-file check in upstreams.yaml"
+
+
+def test_every_check_has_a_pinned_value_to_compare_with():
+    for owner, check in CHECKS:
+        assert PINS.expected(check), f"{owner}: {check.where} {check.wants} names no pin"
+
+
+def test_names_left_out_are_set_by_some_script():
+    """The list of names that are not for upstream must not outlive the scripts that set them."""
+    texts = [(REPO / "recipes" / "_shared" / s).read_text() for s in os.listdir(REPO / "recipes" / "_shared")]
+    texts += [p.read_text() for p in (REPO / "recipes").glob("*/build.sh")]
+    texts += [p.read_text() for p in (REPO / "recipes").glob("*/recipe.yaml")]
+    for kind, name in contract.NOT_FOR_UPSTREAM:
+        marker = f"-D{name}=" if kind == contract.CMAKE else name
+        assert any(marker in t for t in texts), f"{name} is set by no script: drop it from NOT_FOR_UPSTREAM"
+
+
+def test_the_scripts_names_are_found():
+    """The extraction itself, on the real scripts: exports, -D options inside strings, unset, recipe env."""
+    ids = {u.id for u in USES}
+    assert {"pytorch-rocm:env:USE_ROCM", "pytorch-rocm:env:PYTORCH_BUILD_VERSION", "aotriton:cmake:AOTRITON_TARGET_ARCH",
+            "vllm:env:VLLM_REQUIRE_RUST_FRONTEND", "_shared/rocm-env.sh:env:PYTORCH_ROCM_ARCH",
+            "_shared/rocm-env.sh:cmake:GPU_TARGETS", "_shared/build-knobs.sh:env:MAX_JOBS"} <= ids
+    assert not any(u.name in ("GPU_ARCH", "CMAKE_BUILD_TYPE", "ROCM_STACK_PATCHES") for u in USES)
+    llvm = [u for u in USES if u.name == "LLVM_ENABLE_PROJECTS"]
+    assert llvm and llvm[0].unchecked_source == "llvm-project"  # triton-rocm's second source
+
+
+# --- the contract logic on a synthetic upstream ------------------------------------------------------------
+
+def git(*args: str, cwd: Path) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@localhost", "PATH": os.environ["PATH"], "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+SYNTHETIC_CMAKE = """cmake_minimum_required(VERSION 3.20)
+project(demo VERSION 1.2.0)
+option(DEMO_ENABLE_FAST "fast kernels" OFF)
+set(DEMO_HOME "$ENV{DEMO_HOME}")
+"""
+SYNTHETIC_BUILD = """#!/usr/bin/env bash
+set -euo pipefail
+# export DEMO_IN_A_COMMENT=1 is not set
+export DEMO_HOME="$PREFIX" CMAKE_PREFIX_PATH="$PREFIX"
+cmake -S . -B build \\
+    -DCMAKE_BUILD_TYPE=Release \\
+    -DDEMO_ENABLE_FAST=ON \\
+    -DDEMO_GONE:BOOL=ON
+"""
+
+
+@pytest.fixture
+def synthetic(tmp_path):
+    """A workspace with one recipe, `demo`, whose upstream is a local repository; sources/demo checks it out."""
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    git("init", "-q", cwd=upstream)
+    (upstream / "CMakeLists.txt").write_text(SYNTHETIC_CMAKE)
+    (upstream / "VERSION").write_text("1.2.0\n")
+    (upstream / "MINIMUM").write_text("works with demo >= 1.1.0\n")
+    (upstream / "src.c").write_text("int demo(void) { return 1; }\n")
+    git("add", "-A", cwd=upstream)
+    git("update-index", "--add", "--cacheinfo", f"160000,{'ab' * 20},third_party/dep", cwd=upstream)
+    git("commit", "-q", "-m", "demo 1.2.0", cwd=upstream)
+    commit = git("rev-parse", "HEAD", cwd=upstream)
+
+    workspace = tmp_path / "ws"
+    (workspace / "variants").mkdir(parents=True)
+    shutil.copy(REPO / "variants" / "architectures.yaml", workspace / "variants")
+    write_variant_files(ArchitectureTable.load(workspace / "variants"), workspace / "variants")
+    (workspace / "variants" / "shared.yaml").write_text('demo_version: ["1.2.0"]\n')
+    (workspace / "variants" / "upstreams.yaml").write_text(yaml.safe_dump({
+        "components": {"demo": {"version": "demo_version", "recipe": "demo", "releases": [{"pypi": "demo"}], "checks": [
+            {"checkout": "demo", "file": "VERSION", "pattern": r"^(\S+)", "expect": {"version": "demo_version"}},
+            {"checkout": "demo", "gitlink": "third_party/dep", "expect": {"env": "demo", "name": "DEP_COMMIT"}},
+            {"checkout": "demo", "file": "PKG-INFO", "pattern": r"^Version: (\S+)", "expect": {"version": "demo_version"},
+             "when_source": "url"},  # only sdists have it; demo's source is git
+            {"checkout": "demo", "file": "CMakeLists.txt", "pattern": r"cmake_minimum_required\(VERSION (\S+)\)",
+             "expect": {"version": "demo_version"}, "upstream_is": "minimum"},  # 3.20 > 1.2.0: fails
+            {"checkout": "demo", "file": "MINIMUM", "pattern": r">= (\S+)", "expect": {"version": "demo_version"},
+             "upstream_is": "minimum"},  # 1.1.0 <= 1.2.0: holds
+        ]}}}))
+    recipe = workspace / "recipes" / "demo"
+    recipe.mkdir(parents=True)
+    patch_dir = workspace / "patches" / "demo"
+    patch_dir.mkdir(parents=True)
+    (recipe / "build.sh").write_text(SYNTHETIC_BUILD)
+    (recipe / "recipe.yaml").write_text(f"""schema_version: 1
+package:
+  name: demo
+  version: ${{{{ demo_version }}}}
+source:
+  - git: {upstream.as_uri()}
+    rev: {commit}
+    patches:
+      - ../../patches/demo/0001-demo.patch
+build:
+  script:
+    file: build.sh
+    env:
+      GPU_ARCH: ${{{{ gpu_arch }}}}
+      DEMO_FLAVOUR: fast
+      DEP_COMMIT: "{'ab' * 20}"
+""")
+    (patch_dir / "0001-demo.patch").write_text(
+        "Why: demo\nUpstream: none\nApplies to: demo 1.2.0\n\n"
+        "--- a/src.c\n+++ b/src.c\n@@ -1 +1 @@\n-int demo(void) { return 1; }\n+int demo(void) { return 2; }\n")
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    subprocess.run(["git", "clone", "-q", str(upstream), str(sources / "demo")], check=True, capture_output=True)
+    upstreams = Upstreams.load(workspace / "variants")
+    return workspace, upstreams, read_pins(workspace, upstreams), sources
+
+
+def test_contract_logic_on_a_synthetic_checkout(synthetic):
+    workspace, upstreams, pins, sources = synthetic
+    checkout = sources / "demo"
+    assert contract.check_head("demo", pins, sources).status == contract.OK
+    checks = upstreams.all_checks()
+    outcomes = [contract.check_value(c, upstreams, pins, sources) for _, c in checks]
+    assert [o.status for o in outcomes] == [contract.OK, contract.OK, contract.SKIPPED, contract.FAILED, contract.OK]
+    assert "says at least 3.20, our pin is 1.2.0" in outcomes[3].message
+    patch = workspace / "patches" / "demo" / "0001-demo.patch"
+    assert contract.check_patch(patch, "demo", sources).status == contract.OK
+
+    outcomes = {u.id: contract.check_name(u, sources) for u in contract.name_uses(workspace, pins, upstreams)}
+    assert set(outcomes) == {"demo:env:DEMO_HOME", "demo:cmake:DEMO_ENABLE_FAST", "demo:cmake:DEMO_GONE",
+                             "demo:env:DEMO_FLAVOUR", "demo:env:DEP_COMMIT"}
+    assert outcomes["demo:env:DEMO_HOME"].status == contract.OK
+    assert outcomes["demo:cmake:DEMO_ENABLE_FAST"].status == contract.OK
+    gone = outcomes["demo:cmake:DEMO_GONE"]
+    assert gone.status == contract.FAILED and "CMake option DEMO_GONE (recipes/demo/build.sh:5)" in gone.message
+    assert outcomes["demo:env:DEMO_FLAVOUR"].status == contract.FAILED
+
+    # upstream moves on: the checkout's HEAD, its version file and its submodule no longer match the pins
+    (checkout / "VERSION").write_text("1.3.0\n")
+    git("update-index", "--cacheinfo", f"160000,{'cd' * 20},third_party/dep", cwd=checkout)
+    git("commit", "-q", "-am", "demo 1.3.0", cwd=checkout)
+    head = contract.check_head("demo", pins, sources)
+    assert head.status == contract.FAILED and "the recipe pins" in head.message
+    version, dep = (contract.check_value(c, upstreams, pins, sources) for _, c in checks[:2])
+    assert version.status == contract.FAILED and "demo: VERSION says 1.3.0, our pin is 1.2.0" in version.message
+    assert dep.status == contract.FAILED and "cd" * 20 in dep.message
+    (checkout / "src.c").write_text("int demo(void) { return 3; }\n")
+    assert contract.check_patch(patch, "demo", sources).status == contract.FAILED
+
+
+def test_contract_skips_what_has_no_checkout(synthetic):
+    workspace, upstreams, pins, sources = synthetic
+    shutil.rmtree(sources / "demo")
+    assert contract.check_head("demo", pins, sources).status == contract.SKIPPED
+    assert all(contract.check_value(c, upstreams, pins, sources).status == contract.SKIPPED for _, c in upstreams.all_checks())
+    assert all(contract.check_name(u, sources).status == contract.SKIPPED for u in contract.name_uses(workspace, pins, upstreams))
