@@ -76,7 +76,12 @@ class Channel:
 
     # -- what it is -------------------------------------------------------------------------------
     def exists(self) -> bool:
-        return self.path.is_dir() and any(self.path.iterdir())
+        """Whether the folder holds anything but what an orchestration writes (its lock, a first package
+        that a killed run left before the index existed), which makes it someone else's folder."""
+        if not self.path.is_dir():
+            return False
+        ours = {LOCK, MANIFEST, f".{MANIFEST}.tmp", INDEX_SCRATCH, SUPERSEDED, *SUBDIRS}
+        return any(p.name not in ours and not p.name.startswith(".write-probe-") for p in self.path.iterdir())
 
     def is_channel(self) -> bool:
         return (self.path / "noarch" / "repodata.json").is_file() or (self.path / MANIFEST).is_file()

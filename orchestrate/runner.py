@@ -217,8 +217,8 @@ def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[Build
         else:
             step.state, step.reasons = FAILED, [outcome.error]
             failed.add(output.name)
-            reporter.error(f"FAILED {output.label}: {outcome.error}; full log: {outcome.log_path}; "
-                           f"work folder kept for a look: {outcome.work} (`orchestrate clean` removes it)")
+            reporter.error(f"FAILED {output.label}: {outcome.error}; full log: {outcome.log_path} "
+                           f"(work folder kept for a look: {outcome.work}; `orchestrate clean` removes it)")
             for line in outcome.log_tail:
                 reporter.error(f"  | {line}")
             stopped = not options.keep_going
@@ -243,6 +243,7 @@ def _take_from_cache(step: Step, caches, channel: Channel, options: Options, rep
         if found:
             package, entry = found
             channel.add(package, entry)
+            package.unlink(missing_ok=True)  # the channel has its copy now
             step.state, step.seconds = CACHED, time.monotonic() - started
             step.reasons = [f"same input hash in {cache.description}"]
             reporter.info(f"took {step.output.label} from {cache.description}")
@@ -267,7 +268,7 @@ def _entry(output: Output, package: Path, arch: str, source: str, seconds: float
         patches=[str(p.name) for p in output.patches],
         built_at=time.time(),
         source=source,
-        seconds=round(seconds, 1),
+        seconds=round(seconds, 3),
         package_bytes=package.stat().st_size,
         disk_peak_bytes=disk_peak_bytes,
         host=this_host(),

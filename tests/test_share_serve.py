@@ -38,6 +38,32 @@ def test_serve_installs_the_stack_over_http(built, tmp_path):
     assert (tmp_path / "env" / "share" / "pytorch-rocm" / "built-for").read_text().strip() == ARCH
 
 
+def test_serve_does_not_follow_symlinks_out_of_the_channel(built, tmp_path):
+    _, channel = built
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the network")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "more.txt").write_text("nor this")
+    links = [channel / "noarch" / "leak.conda", channel / "outside"]
+    links[0].symlink_to(secret)
+    links[1].symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    inside = channel / "noarch" / "alias.json"
+    inside.symlink_to(channel / "noarch" / "repodata.json")
+    port = free_port()
+    command = [sys.executable, "-m", "orchestrate", "serve", "--channel", str(channel), "--port", str(port)]
+    try:
+        with running(command, port):
+            for path in ("noarch/leak.conda", "outside/more.txt"):
+                with pytest.raises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/{path}", timeout=5)
+                assert refused.value.code == 404
+            served = urllib.request.urlopen(f"http://127.0.0.1:{port}/noarch/alias.json", timeout=5).read()
+            assert served == (channel / "noarch" / "repodata.json").read_bytes()  # a link inside is fine
+    finally:
+        for link in links + [inside]:
+            link.unlink()
+
+
 def test_serve_refuses_a_folder_that_is_not_a_channel(tmp_path):
     result = orchestrate("serve", "--channel", str(tmp_path), "--port", "0")
     assert result.returncode != 0

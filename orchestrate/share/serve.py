@@ -2,12 +2,14 @@
 
 Loopback by default; any other address is a choice the command states when it starts, because
 then everyone who can reach the machine can download every package. Hidden files (the channel lock,
-.superseded/ backups, uploads in progress) are never served.
+.superseded/ backups, uploads in progress) are never served, nor anything a symlink leads to outside
+the channel.
 """
 from __future__ import annotations
 
 import functools
 import ipaddress
+import os
 import posixpath
 import socket
 import sys
@@ -30,7 +32,11 @@ class ChannelRequestHandler(SimpleHTTPRequestHandler):
 
     def _hidden(self) -> bool:
         path = urllib.parse.urlsplit(self.path).path
-        return any(part.startswith(".") for part in posixpath.normpath(urllib.parse.unquote(path)).split("/"))
+        if any(part.startswith(".") for part in posixpath.normpath(urllib.parse.unquote(path)).split("/")):
+            return True
+        root = os.path.realpath(self.directory)
+        target = os.path.realpath(self.translate_path(self.path))
+        return os.path.commonpath([root, target]) != root  # a symlink leading out of the channel
 
     def do_GET(self):
         if self._hidden():
