@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -57,12 +58,12 @@ server.serve_forever()
         self.process.wait()
 
 
-def make_tarball(folder: Path, name: str, files: dict[str, str]) -> str:
+def make_tarball(folder: Path, name: str, files: dict[str, str | bytes]) -> str:
     """Writes folder/name (a .tar.gz of `files` under one top folder); returns its sha256."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for path, text in files.items():
-            data = text.encode()
+            data = text.encode() if isinstance(text, str) else text
             info = tarfile.TarInfo(f"upstream-1.0/{path}")
             info.size, info.mtime = len(data), 0
             tar.addfile(info, io.BytesIO(data))
@@ -115,12 +116,15 @@ extra:
 
 
 @contextmanager
-def sourced_recipe(workspace: Path, tmp_path: Path, disk_gib: float = 0.001):
+def sourced_recipe(workspace: Path, tmp_path: Path, disk_gib: float = 0.001, payload_mib: int = 0):
     """Adds recipes/sourced (a url tarball with a patch, plus a git checkout) to the workspace; yields the
-    counting server and the git repository."""
+    counting server and the git repository. `payload_mib` pads the tarball with incompressible bytes."""
     root = tmp_path / "upstream"
     root.mkdir()
-    sha256 = make_tarball(root, "upstream-1.0.tar.gz", {"kernels.txt": "upstream kernels\n"})
+    files: dict[str, str | bytes] = {"kernels.txt": "upstream kernels\n"}
+    if payload_mib:
+        files["payload.bin"] = os.urandom(payload_mib * 2**20)
+    sha256 = make_tarball(root, "upstream-1.0.tar.gz", files)
     repo = tmp_path / "tools-repo"
     commit = make_git_repo(repo, {"tool.txt": "tool 1.0\n"})
     (workspace / "patches/sourced").mkdir(parents=True)

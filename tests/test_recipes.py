@@ -143,3 +143,14 @@ def test_gpu_checks_run_through_the_check_tool(package):
         tests = str(step.output.rendered["tests"])
         assert "rocm-stack-check check --json --expect-arch ${{ gpu_arch }}" in tests  # rendered at test time
         assert "rocm-stack-check" in step.output.requires
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_package_declares_its_time_and_disk(arch):
+    """`plan` can show a total and `build-all` can check free disk before the first hour is spent."""
+    for step in plan_for(arch).steps:
+        if step.state == runner.BUILD:
+            assert step.estimate.basis == "declared by the recipe", step.output.name
+            assert step.estimate.seconds > 0 and step.estimate.disk_bytes > 0, step.output.name
+    total, unknown = runner.expected_total(plan_for(arch))
+    assert unknown == 0 and 2 * 3600 < total < 10 * 3600
