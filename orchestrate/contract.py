@@ -221,7 +221,7 @@ def _second_source(pins: Pins, recipe: str, source_dir: str | None) -> str | Non
     top = relative.split("/", 1)[0] if relative not in ("", ".") else ""
     sources = pins.sources(recipe)
     for index, source in enumerate(sources):
-        target = str(source.get("target_directory") or "")
+        target = source.target_directory
         if top and target and top == target.split("/", 1)[0]:
             return None if index == 0 else target
     return None

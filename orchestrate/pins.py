@@ -26,6 +26,7 @@ from packaging.version import Version
 
 from .errors import UserError
 from .options import ARCH_ENV, find_workspace
+from .sources import Source
 from .ui import Reporter
 from .upstreams import ADVISORY, Component, Coupling, Pins, ReleaseSource, Upstreams, parse_version, read_pins
 
@@ -260,25 +261,25 @@ def component_row(component: Component, pins: Pins, lookups: dict[tuple, Lookup]
         row["state"] = AHEAD
         row["notes"].append(f"{pinned} is newer than every release ({best.label}): an unreleased commit")
     # A tag that names the pinned version must be the commit the recipe builds.
-    if source and "git" in source and pinned_version is not None:
+    if source and source.kind == "git" and pinned_version is not None:
         for release in found:
             if release.commit and release.version == pinned_version and not release.pre:
-                if not str(source["rev"]).startswith(release.commit) and not release.commit.startswith(str(source["rev"])):
-                    row["errors"].append(f"tag {release.label} is {release.commit[:12]}, the recipe builds {str(source['rev'])[:12]}")
+                if not source.pin.startswith(release.commit) and not release.commit.startswith(source.pin):
+                    row["errors"].append(f"tag {release.label} is {release.commit[:12]}, the recipe builds {source.pin[:12]}")
                     row["state"] = ERROR
                 else:
                     row["notes"].append(f"the recipe's commit is tag {release.label}")
     return row
 
 
-def _source_info(source: dict | None) -> dict | None:
-    if not source:
+def _source_info(source: Source | None) -> dict | None:
+    if source is None:
         return None
-    if "git" in source:
-        return {"git": str(source["git"]), "rev": str(source["rev"])}
-    if "url" in source:
-        return {"url": str(source["url"]), "sha256": str(source.get("sha256", ""))}
-    return {"path": str(source.get("path"))}
+    if source.kind == "git":
+        return {"git": source.location, "rev": source.pin}
+    if source.kind == "url":
+        return {"url": source.location, "sha256": source.pin}
+    return {"path": source.location}
 
 
 def coupling_row(coupling: Coupling, upstreams: Upstreams, pins: Pins, lookups: dict[tuple, Lookup]) -> dict:

@@ -28,6 +28,7 @@ class Source:
     locations: tuple[str, ...]  # url mirrors, the git url, or the path
     pin: str  # sha256 (or md5) for url, rev for git, "" for path
     patches: tuple[str, ...] = ()
+    target_directory: str = ""
 
     @property
     def location(self) -> str:
@@ -46,15 +47,16 @@ def sources_of(rendered: dict) -> list[Source]:
     found = []
     for entry in raw if isinstance(raw, list) else [raw]:
         patches = tuple(str(p) for p in entry.get("patches") or [])
+        target = str(entry.get("target_directory") or "")
         if "url" in entry:
             urls = entry["url"] if isinstance(entry["url"], list) else [entry["url"]]
             pin = str(entry.get("sha256") or entry.get("md5") or "")
-            found.append(Source("url", tuple(str(u) for u in urls), pin.lower(), patches))
+            found.append(Source("url", tuple(str(u) for u in urls), pin.lower(), patches, target))
         elif "git" in entry:
             pin = str(entry.get("rev") or entry.get("tag") or entry.get("branch") or "HEAD")
-            found.append(Source("git", (str(entry["git"]),), pin, patches))
+            found.append(Source("git", (str(entry["git"]),), pin, patches, target))
         elif "path" in entry:
-            found.append(Source("path", (str(entry["path"]),), "", patches))
+            found.append(Source("path", (str(entry["path"]),), "", patches, target))
     return found
 
 

@@ -18,6 +18,7 @@ from .architectures import SHARED_VARIANTS_FILE, ArchitectureTable
 from .errors import UserError
 from .options import Options
 from .recipes import Output, load_recipe_yaml, render_all, variant_config
+from .sources import Source, sources_of
 
 UPSTREAMS_FILE = "upstreams.yaml"
 EXPECT_KINDS = ("version", "source", "env")
@@ -223,25 +224,19 @@ class Pins:
     def version(self, key: str) -> str:
         return self.versions[key]
 
-    def sources(self, recipe: str) -> list[dict]:
+    def sources(self, recipe: str) -> list[Source]:
         """The recipe's rendered sources over all its outputs, first source first, without repeats."""
-        seen, sources = set(), []
-        for output in self.outputs.get(recipe, []):
-            for source in output.rendered.get("source", []) or []:
-                key = (source.get("git") or source.get("url") or source.get("path"), source.get("rev") or source.get("sha256"))
-                if key not in seen:
-                    seen.add(key)
-                    sources.append(source)
-        return sources
+        found = [source for output in self.outputs.get(recipe, []) for source in sources_of(output.rendered)]
+        return list(dict.fromkeys(found))
 
-    def primary_source(self, recipe: str | None) -> dict | None:
+    def primary_source(self, recipe: str | None) -> Source | None:
         sources = self.sources(recipe) if recipe else []
         return sources[0] if sources else None
 
     def git_rev(self, recipe: str, url_part: str | None = None) -> str | None:
         for source in self.sources(recipe):
-            if "git" in source and (url_part is None or url_part in str(source["git"])):
-                return str(source["rev"])
+            if source.kind == "git" and (url_part is None or url_part in source.location):
+                return source.pin
             if url_part is None:
                 return None  # the first source is not git
         return None
@@ -255,8 +250,8 @@ class Pins:
 
     def applies(self, check: Check) -> bool:
         """A check made for one kind of source (a file only sdists have) applies while the recipe has it."""
-        source = self.primary_source(check.checkout) or {}
-        return check.when_source is None or check.when_source in source
+        source = self.primary_source(check.checkout)
+        return check.when_source is None or (source is not None and check.when_source == source.kind)
 
     def expected(self, check: Check) -> str | None:
         """The pinned value a check compares with, or None where the pins do not have it."""

@@ -80,7 +80,7 @@ def test_every_tarball_source_is_checked_through_a_version_file():
     """A tarball has no commit to compare with HEAD; its checkout's version file stands in."""
     for component in UPSTREAMS.components.values():
         source = PINS.primary_source(component.recipe)
-        if source and "url" in source:
+        if source and source.kind == "url":
             assert any(c.checkout == component.recipe and c.expect.get("version") == component.version_key
                        and PINS.applies(c) for c in component.checks), \
                 f"{component.name}: declare a version-file check in upstreams.yaml"
