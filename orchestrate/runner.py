@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -115,7 +115,7 @@ def recover_channel(plan: Plan, options: Options, channel: Channel) -> Recovery:
     def wanted(arch: str) -> dict[str, Output]:
         if arch not in plans:
             try:
-                plans[arch] = make_plan(_for_arch(options, arch))
+                plans[arch] = make_plan(replace(options, arch=arch))
             except UserError:
                 return {}
         return {o.input_hash: o for o in plans[arch].outputs if not o.skipped}
@@ -128,12 +128,6 @@ def recover_channel(plan: Plan, options: Options, channel: Channel) -> Recovery:
         return _entry(output, package, arch or plan.arch.name, "built", seconds=0.0)
 
     return channel.recover(adopt)
-
-
-def _for_arch(options: Options, arch: str) -> Options:
-    from dataclasses import replace
-
-    return replace(options, arch=arch)
 
 
 def _file_name_mismatch(output: Output, package: Path) -> bool:
