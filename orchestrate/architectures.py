@@ -43,6 +43,7 @@ class Architecture:
     aotriton_image_family: str
     capabilities: dict[str, Capability]
     opt_ins: dict[str, str] = field(default_factory=dict)  # flag -> why
+    apu: bool = False  # integrated GPU: its memory is system RAM through GTT, capped by the kernel
 
     @property
     def flash_attn_backends(self) -> list[str]:
@@ -115,6 +116,7 @@ class ArchitectureTable:
                     aotriton_image_family=row.get("aotriton_image_family", ""),
                     capabilities=caps,
                     opt_ins=flags,
+                    apu=bool(row.get("apu", False)),
                 )
         except (KeyError, TypeError, AttributeError) as exc:
             raise UserError(f"{path}: malformed architecture table ({exc!r}); compare with an existing row")

@@ -7,7 +7,6 @@ channel (`discard_work`); a failed build's folder stays for diagnosis until `orc
 """
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 import threading
@@ -19,12 +18,11 @@ from typing import Callable
 from rattler_build import EnvironmentIsolation, ToolConfiguration, VariantConfig
 from rattler_build.progress import BuildStepEvent, LogEvent
 
+from . import diagnose
 from .channel import Channel, sha256_of
 from .options import Options
 from .recipes import Output, load_recipe_yaml, rerender
 from .sources import SourceCache
-
-DOWNLOAD_FAILURE = re.compile(r"(failed to download|error sending request|dns error|could not fetch|failed to fetch|connection refused|Name or service not known)", re.I)
 
 
 @dataclass
@@ -108,8 +106,8 @@ def build_output(
             lines = [str(line) for line in getattr(exc, "log", None) or []]
             log_file.write("\n".join(lines) + "\n" + f"ERROR: {exc}\n")
             tail = (lines or str(exc).splitlines())[-15:]
-            return BuildOutcome(False, [], time.monotonic() - started, log_path, _explain(exc, lines), tail, work,
-                                disk.peak_bytes)
+            return BuildOutcome(False, [], time.monotonic() - started, log_path, _explain(exc, lines, output, options),
+                                tail, work, disk.peak_bytes)
         log_file.write("\n".join(str(line) for line in result.log or []) + "\n")
     return BuildOutcome(True, [Path(p) for p in result.packages], time.monotonic() - started, log_path, work=work,
                         disk_peak_bytes=disk.peak_bytes)
@@ -172,13 +170,8 @@ def _rendered_with_provenance(output: Output, config: VariantConfig, options: Op
     return rerender(output, config, data, work)
 
 
-def _explain(exc: Exception, lines: list[str]) -> str:
-    text = "\n".join(lines[-60:]) + "\n" + str(exc)
-    if DOWNLOAD_FAILURE.search(text):
-        return "a source could not be downloaded (no network or wrong URL): check the URL, or pre-fetch the source"
-    if "Test failed" in text or "test failed" in text.lower():
-        return "the recipe's tests failed"
-    return " ".join(str(exc).split())[:300] or "the build failed"
+def _explain(exc: Exception, lines: list[str], output: Output, options: Options) -> str:
+    return diagnose.explain(str(exc), lines, output.name, options.source_channels)
 
 
 def _workspace_relative(path: Path, workspace: Path) -> str:

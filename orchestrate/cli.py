@@ -7,24 +7,15 @@ import os
 import sys
 from pathlib import Path
 
-from . import clean, fetch, pins, runner
+from . import clean, doctor, fetch, pins, runner
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, UserError
 from .estimates import format_duration
-from .options import (
-    ARCH_ENV,
-    DEFAULT_SOURCE_CHANNELS,
-    Options,
-    find_workspace,
-    load_config,
-    parse_variant_overrides,
-)
+from .options import ARCH_ENV, DEFAULT_CHANNEL, Options, find_workspace, options_from_args
+from .share import COMMANDS as SHARE_COMMANDS
 from .ui import Reporter
-
-DEFAULT_CHANNEL = "channel"
-EXTRA_COMMANDS = []  # (name, help, add_arguments, run) registered by other modules, e.g. share
 
 
 def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
@@ -57,7 +48,6 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    from . import share  # noqa: F401  registers serve, publish, consumer-manifest in EXTRA_COMMANDS
     parser = argparse.ArgumentParser(prog="orchestrate", description=__doc__.strip() if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="the build order and what each package needs")
@@ -84,47 +74,14 @@ def make_parser() -> argparse.ArgumentParser:
     variants.add_argument("--write", action="store_true", help="rewrite the generated variant files")
     detect = sub.add_parser("detect", help="print this machine's AMD GPU architecture")
     detect.add_argument("--workspace", type=Path)
+    doctor_parser = sub.add_parser("doctor", help="is this machine ready to build and run the stack? one line per check")
+    _common(doctor_parser)
+    doctor.add_arguments(doctor_parser)
     pins.add_arguments(sub.add_parser("pins", help="each pin beside upstream's newest release, and the pins that move together"))
-    for name, help_text, add_arguments, _ in EXTRA_COMMANDS:
+    for name, help_text, add_arguments, _ in SHARE_COMMANDS:
         extra = sub.add_parser(name, help=help_text)
         add_arguments(extra)
     return parser
-
-
-def options_from_args(args: argparse.Namespace) -> Options:
-    workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
-    config = load_config(workspace)
-    channel = args.channel or Path(config.get("channel", DEFAULT_CHANNEL))
-    channel = channel if channel.is_absolute() else (Path.cwd() if args.channel else workspace) / channel
-    if getattr(args, "no_source_channels", False):
-        sources = []
-    else:
-        sources = args.source_channel or config.get("source_channels", list(DEFAULT_SOURCE_CHANNELS))
-    return Options(
-        workspace=workspace,
-        channel=channel.resolve(),
-        arch=args.arch or config.get("arch"),
-        source_channels=list(sources),
-        cache_channels=list(getattr(args, "cache_channel", []) or config.get("cache_channels", [])),
-        variant_overrides=parse_variant_overrides(args.variant),
-        keep_going=getattr(args, "keep_going", False),
-        dry_run=getattr(args, "dry_run", False),
-        quiet=args.quiet,
-        max_jobs=getattr(args, "jobs", None) or config.get("max_jobs"),
-        compiler_launcher=(getattr(args, "compiler_launcher", None) or config.get("compiler_launcher", "")),
-        run_tests=not getattr(args, "no_tests", False),
-        source_cache=_source_cache(args, config, workspace),
-        offline=getattr(args, "offline", False),
-    )
-
-
-def _source_cache(args, config: dict, workspace: Path) -> Path | None:
-    if getattr(args, "source_cache", None):
-        return args.source_cache.resolve()
-    if config.get("source_cache"):
-        path = Path(config["source_cache"]).expanduser()
-        return path if path.is_absolute() else workspace / path
-    return None
 
 
 def cmd_plan(args, reporter: Reporter) -> int:
@@ -272,14 +229,15 @@ def cmd_detect(args, reporter: Reporter) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "build-all": cmd_build, "build": cmd_build, "fetch": cmd_fetch, "clean": cmd_clean,
-            "list": cmd_list, "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect, "pins": pins.run}
+            "list": cmd_list, "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect, "pins": pins.run,
+            "doctor": doctor.run}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
     reporter = Reporter(quiet=getattr(args, "quiet", False))
-    handler = COMMANDS.get(args.command) or {n: run for n, _, _, run in EXTRA_COMMANDS}[args.command]
+    handler = COMMANDS.get(args.command) or {n: run for n, _, _, run in SHARE_COMMANDS}[args.command]
     try:
         return handler(args, reporter)
     except UserError as exc:

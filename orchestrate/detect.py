@@ -25,8 +25,9 @@ def choose_arch(explicit: str | None, table: ArchitectureTable) -> str:
     return table.get(name).name
 
 
-def detect_gpu_arch() -> str | None:
-    for probe in (_from_rocm_agent_enumerator, _from_rocminfo, _from_kfd_topology):
+def detect_gpu_arch(kfd_nodes: Path = KFD_NODES) -> str | None:
+    """The first GPU's architecture; `kfd_nodes` lets `doctor` (and tests) read another sysfs tree."""
+    for probe in (_from_rocm_agent_enumerator, _from_rocminfo, lambda: _from_kfd_topology(kfd_nodes)):
         found = [a for a in probe() if a != "gfx000"]
         if found:
             return found[0]

@@ -1,6 +1,7 @@
 """One options object for a run, built from the CLI, the environment and orchestrate.toml."""
 from __future__ import annotations
 
+import argparse
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from pathlib import Path
 from .errors import UserError
 
 CONFIG_FILE = "orchestrate.toml"
+DEFAULT_CHANNEL = "channel"
 ARCH_ENV = "ORCHESTRATE_ARCH"
 DEFAULT_SOURCE_CHANNELS = ("conda-forge",)
 # GiB of memory one compile job may take: PyTorch and CK translation units reach 3-4 GiB each.
@@ -66,14 +68,16 @@ class Options:
         return self.max_jobs or default_max_jobs()
 
 
-def default_max_jobs() -> int:
-    cores = os.cpu_count() or 1
-    try:
-        pages = os.sysconf("SC_AVPHYS_PAGES") if hasattr(os, "sysconf") else 0
-        mem_gib = pages * os.sysconf("SC_PAGE_SIZE") / 2**30
-    except (ValueError, OSError):
-        mem_gib = 0
-    by_memory = int(mem_gib // GIB_PER_JOB) if mem_gib else cores
+def default_max_jobs(cores: int | None = None, free_gib: float | None = None) -> int:
+    """min(cores, free GiB / GIB_PER_JOB), at least 1; `doctor` passes what it read from /proc itself."""
+    cores = cores or os.cpu_count() or 1
+    if free_gib is None:
+        try:
+            pages = os.sysconf("SC_AVPHYS_PAGES") if hasattr(os, "sysconf") else 0
+            free_gib = pages * os.sysconf("SC_PAGE_SIZE") / 2**30
+        except (ValueError, OSError):
+            free_gib = 0
+    by_memory = int(free_gib // GIB_PER_JOB) if free_gib else cores
     return max(1, min(cores, by_memory))
 
 
@@ -107,3 +111,39 @@ def parse_variant_overrides(items: list[str]) -> dict[str, str]:
             raise UserError(f"--variant '{item}' is not KEY=VALUE: write e.g. --variant aotriton_mi100_fa=true")
         overrides[key.strip()] = value.strip()
     return overrides
+
+
+def options_from_args(args: argparse.Namespace) -> Options:
+    workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
+    config = load_config(workspace)
+    channel = args.channel or Path(config.get("channel", DEFAULT_CHANNEL))
+    channel = channel if channel.is_absolute() else (Path.cwd() if args.channel else workspace) / channel
+    if getattr(args, "no_source_channels", False):
+        sources = []
+    else:
+        sources = args.source_channel or config.get("source_channels", list(DEFAULT_SOURCE_CHANNELS))
+    return Options(
+        workspace=workspace,
+        channel=channel.resolve(),
+        arch=args.arch or config.get("arch"),
+        source_channels=list(sources),
+        cache_channels=list(getattr(args, "cache_channel", []) or config.get("cache_channels", [])),
+        variant_overrides=parse_variant_overrides(args.variant),
+        keep_going=getattr(args, "keep_going", False),
+        dry_run=getattr(args, "dry_run", False),
+        quiet=args.quiet,
+        max_jobs=getattr(args, "jobs", None) or config.get("max_jobs"),
+        compiler_launcher=(getattr(args, "compiler_launcher", None) or config.get("compiler_launcher", "")),
+        run_tests=not getattr(args, "no_tests", False),
+        source_cache=_source_cache(args, config, workspace),
+        offline=getattr(args, "offline", False),
+    )
+
+
+def _source_cache(args, config: dict, workspace: Path) -> Path | None:
+    if getattr(args, "source_cache", None):
+        return args.source_cache.resolve()
+    if config.get("source_cache"):
+        path = Path(config["source_cache"]).expanduser()
+        return path if path.is_absolute() else workspace / path
+    return None

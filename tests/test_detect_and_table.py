@@ -50,7 +50,7 @@ def test_detected_but_unknown_architecture_is_an_error(monkeypatch):
 
 def test_rocminfo_output_is_parsed(monkeypatch):
     monkeypatch.setattr(detect, "_run", lambda cmd: "  Name:  gfx000\n  Name:                    gfx1151\n" if cmd[0] == "rocminfo" else "")
-    monkeypatch.setattr(detect, "_from_kfd_topology", lambda: [])
+    monkeypatch.setattr(detect, "_from_kfd_topology", lambda nodes: [])
     assert detect.detect_gpu_arch() == "gfx1151"
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -23,8 +25,16 @@ def test_pixi_manifest_validates_against_the_schema():
     jsonschema.validate(PIXI, json.loads(SCHEMA.read_text()))
 
 
+def pixi_tasks() -> dict:
+    """Every task: the workspace's and each feature's (`test` lives in the test feature)."""
+    tasks = dict(PIXI["tasks"])
+    for feature in PIXI.get("feature", {}).values():
+        tasks.update(feature.get("tasks", {}))
+    return tasks
+
+
 def test_pixi_has_the_promised_tasks():
-    assert {"build-all", "build", "plan", "test", "check", "bench", "serve", "publish"} <= set(PIXI["tasks"])
+    assert {"doctor", "build-all", "build", "plan", "test", "check", "bench", "serve", "publish"} <= set(pixi_tasks())
 
 
 def _subcommands() -> set[str]:
@@ -35,7 +45,7 @@ def _subcommands() -> set[str]:
 
 def test_every_pixi_task_calls_a_command_that_exists():
     scripts = set(PYPROJECT["project"]["scripts"])
-    for name, task in PIXI["tasks"].items():
+    for name, task in pixi_tasks().items():
         words = shlex.split(task["cmd"] if isinstance(task, dict) else task)
         if words[:2] == ["pixi", "exec"]:
             words = words[words.index("--") + 1:]
@@ -70,3 +80,50 @@ def test_readme_support_table_is_the_architecture_table():
     readme = (REPO / "README.md").read_text()
     section = readme.split("<!-- support-table:start -->\n")[1].split("\n<!-- support-table:end -->")[0]
     assert section == support_table_markdown(ArchitectureTable.load(REPO / "variants"))
+
+
+def _command_words(task) -> list[str]:
+    return shlex.split(task["cmd"] if isinstance(task, dict) else task)
+
+
+def test_pixi_test_environment_has_what_ci_installs():
+    """`pixi run test` runs in the test environment; it must hold what .ci/run installs, or tests that CI
+    runs would skip (moto's S3 server, PyTorch for the check tool, actionlint for the workflow)."""
+    test_env = PIXI["environments"]["test"]
+    features = test_env["features"] if isinstance(test_env, dict) else test_env
+    available = set(PIXI["dependencies"]) | {"py-rattler"}
+    for feature in features:
+        available |= set(PIXI["feature"][feature].get("dependencies", {}))
+    assert any("test" in PIXI["feature"][f].get("tasks", {}) for f in features), "`test` must run in that environment"
+    for requirement in PYPROJECT["project"]["optional-dependencies"]["test"]:
+        assert re.split(r"[<>=\[ ]", requirement)[0] in available, requirement
+    ci = (REPO / ".ci" / "run").read_text()
+    if "torch==" in ci:
+        assert available & {"pytorch", "pytorch-cpu"}, "CI installs PyTorch; the pixi test environment lacks it"
+    if "actionlint" in ci:
+        assert "actionlint" in available, "CI installs actionlint; the pixi test environment lacks it"
+
+
+def test_the_users_check_fails_without_a_gpu_and_recipe_tests_do_not():
+    """`pixi run check` is the user's question "does my GPU work?": no GPU must fail it. The recipes'
+    tests run on build machines without a GPU, so they keep the lenient mode."""
+    check = _command_words(pixi_tasks()["check"])
+    assert check[check.index("--") + 1:][:3] == ["rocm-stack-check", "check", "--require-gpu"]
+    for recipe in sorted((REPO / "recipes").glob("*/recipe.yaml")):
+        for line in recipe.read_text().splitlines():
+            if "rocm-stack-check check" in line and "--require-gpu" in line:
+                assert "test $? -eq 3" in line, f"{recipe}: a recipe test must not require a GPU: {line.strip()}"
+
+
+def test_readmes_first_screen_sends_users_to_doctor_before_build_all():
+    first_screen = (REPO / "README.md").read_text().split("\n## ")[0]
+    assert "pixi run doctor" in first_screen and "orchestrate doctor" in first_screen
+    assert first_screen.index("pixi run doctor") < first_screen.index("pixi run build-all")
+
+
+def test_the_share_commands_do_not_import_the_command_line():
+    """cli.py adds share's commands to its own; share needs nothing from cli (no import cycle)."""
+    code = "import sys, orchestrate.share; print('orchestrate.cli' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.stdout.strip() == "False", done.stderr
+    assert {"serve", "publish", "consumer-manifest", "doctor"} <= _subcommands()

@@ -1,24 +1,23 @@
 """Sharing the channel with a team: `serve`, `publish`, `consumer-manifest`, and the build cache
-(`build-all --cache-channel URL`, see cache.py). Importing this package registers the commands."""
+(`build-all --cache-channel URL`, see cache.py). The command line adds COMMANDS to its own."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from .. import cli
 from ..errors import UserError
-from ..options import find_workspace, load_config
+from ..options import DEFAULT_CHANNEL, find_workspace, load_config, options_from_args
 
 
 def _options(args: argparse.Namespace):
     """The CLI's own Options for the arguments these commands share with it (--workspace, --channel)."""
     defaults = {"arch": None, "variant": [], "source_channel": None, "quiet": False}
-    return cli.options_from_args(argparse.Namespace(**{**defaults, **vars(args)}))
+    return options_from_args(argparse.Namespace(**{**defaults, **vars(args)}))
 
 
 def _local_channel_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
-    parser.add_argument("--channel", type=Path, help=f"local channel folder (default: <workspace>/{cli.DEFAULT_CHANNEL})")
+    parser.add_argument("--channel", type=Path, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines only")
 
 
@@ -101,9 +100,10 @@ def _run_consumer(args, reporter) -> int:
     return 0
 
 
-cli.EXTRA_COMMANDS.extend([
+# (name, help, add_arguments, run) for each command
+COMMANDS = [
     ("serve", "serve the local channel over HTTP (loopback unless --host says otherwise)", _serve_arguments, _run_serve),
     ("publish", "upload the channel's packages to a shared channel, then index it", _publish_arguments, _run_publish),
     ("consumer-manifest", "write a pixi.toml that installs the stack from a shared channel", _consumer_arguments,
      _run_consumer),
-])
+]

@@ -10,7 +10,7 @@ from . import exit_codes
 from .architecture_facts import expectations_for, find_aotriton_files, load_architecture_table
 from .attention import DTYPES, FlashAttnBackend, SdpaBackend, Shape, check_against_math, make_inputs
 from .environment import (SDPA_ENVIRONMENT_VARIABLES, describe_platform, import_flash_attn, import_torch,
-                          sdpa_environment)
+                          numpy_note, sdpa_environment)
 
 SCHEMA = "rocm-stack-check/check/1"
 # Large enough to take the fused kernels' tiled paths, small enough for an integrated GPU in a second.
@@ -79,6 +79,8 @@ def gather_report(expect_arch: str | None = None, include_flash_attn: bool = Tru
     if torch is None:
         report["notes"].append(f"PyTorch not importable ({torch_error}): no GPU checks")
         return report
+    if numpy_note():
+        report["notes"].append(numpy_note())
     if not found_platform.device_present:
         report["notes"].append(f"no GPU: PyTorch {torch.__version__} sees no CUDA or ROCm device; GPU checks skipped")
         return report

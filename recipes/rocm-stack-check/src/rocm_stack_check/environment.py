@@ -1,9 +1,11 @@
 """What PyTorch and the GPU are: shared by `check` and `bench` so both describe a machine the same way."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import sys
+import warnings
 from dataclasses import asdict, dataclass, field
 
 # Variables that change which SDPA kernel runs, or how fast, or whether the GPU is seen at all.
@@ -26,8 +28,20 @@ def sdpa_environment() -> dict[str, str | None]:
     return {name: os.environ.get(name) for name in SDPA_ENVIRONMENT_VARIABLES}
 
 
+# PyTorch warns "Failed to initialize NumPy" when NumPy is missing, on import and again on later calls;
+# nothing here needs NumPy, so the report says it once (numpy_note) instead.
+NUMPY_WARNING = r"Failed to initialize NumPy"
+
+
+def numpy_note() -> str | None:
+    if importlib.util.find_spec("numpy") is None:
+        return "NumPy is not installed: PyTorch works without it, and so does this tool"
+    return None
+
+
 def import_torch():
     """torch, or None with the reason: a missing PyTorch is a reportable state here, not a crash."""
+    warnings.filterwarnings("ignore", message=NUMPY_WARNING, category=UserWarning)
     try:
         import torch
     except Exception as error:  # a broken install raises more than ImportError (missing libs, ABI)
