@@ -7,6 +7,7 @@ channel (`discard_work`); a failed build's folder stays for diagnosis until `orc
 """
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -89,6 +90,7 @@ def build_output(
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = options.logs_dir / f"{output.name}-{output.build_string}-{stamp}.log"
     work = new_work_folder(output, options)
+    forget_cached_package(output)
     started = time.monotonic()
     with open(log_path, "w") as log_file, DiskWatch(work) as disk:
         log_file.write(f"# {output.label} for {arch}; input hash {output.input_hash}; work folder {work}\n")
@@ -119,6 +121,19 @@ def new_work_folder(output: Output, options: Options) -> Path:
     work = Path(tempfile.mkdtemp(prefix=f"{output.name}-", dir=options.work_dir))
     SourceCache(options.source_cache).attach(work)
     return work
+
+
+def forget_cached_package(output: Output) -> None:
+    """Drop this package from rattler's package cache before it is rebuilt or replaced.
+
+    The cache keys packages by name-version-build only, and a rebuild after a script or patch change keeps
+    its build string: without this, the recipe's tests and every dependent's host environment would install
+    the previous build's cached files instead of the new package."""
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    root = Path(os.environ.get("RATTLER_CACHE_DIR") or user_cache / "rattler" / "cache")
+    stem = f"{output.name}-{output.version}-{output.build_string}"
+    shutil.rmtree(root / "pkgs" / stem, ignore_errors=True)
+    (root / "pkgs" / f"{stem}.lock").unlink(missing_ok=True)
 
 
 def discard_work(work: Path | None) -> None:

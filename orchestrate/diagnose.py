@@ -25,6 +25,9 @@ UNREACHABLE = re.compile(
 HTTP_STATUS = re.compile(r"HTTP status (?:client|server) error \((\d{3})[^)]*\)")
 FETCH_FAILED = re.compile(r"^Failed to fetch from (\S+?):? (.*)$", re.M)
 GIT_FAILED = re.compile(r"Git fetch failed: failed to fetch (\S+?):? (.*)", re.S)
+CHECKSUM = re.compile(r"(sha256|md5) checksum validation failed for \"?[^\"\n]+\"?\s+expected:\s*(\w+)\s+actual:\s*(\w+)")
+PATCH_APPLYING = re.compile(r"Applying patch:? (.+)")
+MISSING_REV = re.compile(r"could not find a branch, tag, or commit named `([^`]+)` in `([^`]+)`")
 URL_IN_ERROR = re.compile(r"for url \((\S+?)\)")
 NO_CANDIDATES = re.compile(r"No candidates were found for (.+?)\.?\s*$", re.M)
 MISSING_SUBDIR = re.compile(r"could not find subdir '([^']+)' in channel '([^']+)'")
@@ -38,7 +41,7 @@ def explain(error: str, log: Sequence[str], package: str = "", source_channels: 
     log = [str(line) for line in log]
     text = "\n".join(log) + "\n" + error
     owner = f"{package}'s " if package else "a "
-    found = _source_problem(text, owner)
+    found = source_problem(text, owner)
     if found:
         return found
     if SOLVE_FAILED in error:
@@ -49,7 +52,25 @@ def explain(error: str, log: Sequence[str], package: str = "", source_channels: 
     return " ".join(error.replace("PyRattlerBuildError: ", "").split())[:300] or "the build failed"
 
 
-def _source_problem(text: str, owner: str) -> str | None:
+def source_problem(text: str, owner: str = "", recipe: str = "the recipe") -> str | None:
+    """A source that could not be fetched, verified or patched (`orchestrate fetch` uses it too)."""
+    applying = PATCH_APPLYING.findall(text)
+    if "Patch application error" in text or "error applying hunk" in text:
+        patch = Path(applying[-1].strip()).name if applying else "a patch"
+        reason, _, content = text.split("Patch application error:")[-1].partition("Hunk content:")
+        header = re.search(r"^@@[^\n]*@@", content, re.M)
+        hunk = " ".join(reason.split()) + (f" ({header.group(0)})" if header else "")
+        target = f" to {owner}source" if owner else ""
+        return f"patch {patch} does not apply{target}: {hunk}: rebase the patch on the pinned source"
+    checksum = CHECKSUM.search(text)
+    if checksum:
+        kind, expected, actual = checksum.groups()
+        fetched = FETCH_FAILED.findall(text)
+        url = fetched[-1][0] if fetched else "the source"
+        return f"{kind} mismatch for {url}: expected {expected}, actual {actual}: fix the {kind} in {recipe} or the URL"
+    missing = MISSING_REV.search(text)
+    if missing:
+        return f"commit {missing.group(1)} not found in {missing.group(2)}: fix the rev in {recipe}"
     git = GIT_FAILED.search(text)
     if git:
         url, reason = git.group(1), " ".join(git.group(2).split())
@@ -62,8 +83,6 @@ def _source_problem(text: str, owner: str) -> str | None:
     if not failed:
         return None
     url, reason = failed[-1]
-    if "checksum validation failed" in reason:
-        return None  # the checksum message of py-rattler-build names file, expected and actual already
     status = HTTP_STATUS.search(reason)
     if status and status.group(1) == "404":
         return f"{owner}source {url} is not there (HTTP 404): fix the URL in the recipe"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rattler_build import ToolConfiguration, VariantConfig
 
+from . import diagnose
 from .builder import discard_work, new_work_folder
 from .options import Options
 from .recipes import Output, load_recipe_yaml, rerender
@@ -26,8 +27,6 @@ STOP_REQUIREMENT = "orchestrate-fetch-stops-here"  # no channel has it: the run 
 CACHED, FETCHED, FAILED, NOT_CHECKED, LOCAL = "cached", "fetched", "FAILED", "not checked", "local"
 
 FETCHING = re.compile(r"^Fetching source from (?:url|git repo|path)", re.M)
-CHECKSUM = re.compile(r"(sha256|md5) checksum validation failed for \"?([^\"\n]+)\"?\s+expected:\s*(\w+)\s+actual:\s*(\w+)")
-PATCH_APPLYING = re.compile(r"Applying patch:? (.+)")
 
 
 @dataclass
@@ -95,24 +94,9 @@ def fetch_sources(run: RecipeRun, options: Options) -> list[SourceResult]:
 
 def explain(error: str, lines: list[str], source: Source, output: Output) -> str:
     text = "\n".join(lines) + "\n" + error
-    recipe = _recipe_label(output)
-    checksum = CHECKSUM.search(text)
-    if checksum:
-        kind, _cache_file, expected, actual = checksum.groups()
-        return (f"{kind} mismatch for {source.location}: expected {expected}, actual {actual}: "
-                f"fix the {kind} in {recipe} or the URL")
-    if "Patch application error" in text or "error applying hunk" in text:
-        applying = PATCH_APPLYING.findall(text)
-        patch = Path(applying[-1].strip()).name if applying else "a patch"
-        reason, _, content = error.split("Patch application error:")[-1].partition("Hunk content:")
-        header = re.search(r"^@@[^\n]*@@", content, re.M)
-        hunk = " ".join(reason.split()) + (f" ({header.group(0)})" if header else "")
-        return f"patch {patch} does not apply to {source.describe()}: {hunk}: rebase the patch on the pinned source"
-    flat = " ".join(error.split())
-    if source.kind == "git" and re.search(r"could not find a branch, tag, or commit|unknown revision|"
-                                          r"(revision|commit|reference) .*not found", flat, re.I):
-        return f"commit {source.pin} not found in {source.location}: fix the rev in {recipe}"
-    return f"could not fetch it ({flat[:240]}): check the URL and the network, or fix {recipe}"
+    found = diagnose.source_problem(text, recipe=f"recipes/{output.recipe_name}/recipe.yaml")
+    flat = " ".join(error.replace("PyRattlerBuildError: ", "").split())
+    return found or f"could not fetch it ({flat[:240]})"
 
 
 def report(results: list[SourceResult], reporter: Reporter) -> None:
@@ -132,10 +116,6 @@ def _add_stop_requirement(data: dict) -> None:
         requirements = target.setdefault("requirements", {}) or {}
         target["requirements"] = requirements
         requirements["host"] = list(requirements.get("host") or []) + [STOP_REQUIREMENT]
-
-
-def _recipe_label(output: Output) -> str:
-    return f"recipes/{output.recipe_name}/recipe.yaml"
 
 
 class _Lines:

@@ -11,7 +11,7 @@ from rattler_build import VariantConfig
 
 from . import crashpoints, graph
 from .architectures import Architecture, ArchitectureTable
-from .builder import build_output, discard_work
+from .builder import build_output, discard_work, forget_cached_package
 from .channel import Channel, ManifestEntry, Recovery, sha256_of
 from .detect import choose_arch
 from .errors import BuildFailed, UserError
@@ -236,6 +236,7 @@ def _take_from_cache(step: Step, caches, channel: Channel, options: Options, rep
         found = cache.fetch(step.output, options.work_dir)
         if found:
             package, entry = found
+            forget_cached_package(step.output)
             channel.add(package, entry)
             package.unlink(missing_ok=True)  # the channel has its copy now
             step.state, step.seconds = CACHED, time.monotonic() - started

@@ -237,3 +237,19 @@ def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, t
     for other in (None, "9.4.2"):  # no GPU, or a GPU nothing was built for
         with pytest.raises(Exception, match="(?i)cannot solve|incompatible|no candidates"):
             solve(workspace / "channel", ["rocm-stack"], other)
+
+
+def test_a_rebuild_is_tested_and_used_as_built_not_as_cached(orchestrate, workspace, tmp_path, monkeypatch):
+    """rattler's package cache keys by name-version-build, which a script change keeps: the rebuilt package's
+    tests (and dependents) must see the new files, not the copy cached when the old one was installed."""
+    monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "rattler-cache"))
+    recipe = workspace / "recipes/rocm-sdk/recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("content:\n", "content:\n      - mkdir -p $PREFIX/share && echo first > $PREFIX/share/edition\n", 1)
+                      + "  - script:\n      - grep -q first $PREFIX/share/edition\n")
+    assert orchestrate("build", "rocm-sdk", "--arch", "gfx1151").code == 0
+    install(workspace / "channel", ["rocm-sdk"], "11.5.1", tmp_path / "env")  # caches the first build
+    recipe.write_text(recipe.read_text().replace("first", "second"))
+    rebuilt = orchestrate("build-all", "--arch", "gfx1151")
+    assert rebuilt.code == 0, rebuilt.err
+    install(workspace / "channel", ["pytorch-rocm"], "11.5.1", tmp_path / "env2")
+    assert (tmp_path / "env2/share/edition").read_text().strip() == "second"

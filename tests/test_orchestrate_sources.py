@@ -92,10 +92,14 @@ def test_fetch_names_a_patch_that_does_not_apply_and_its_hunk(orchestrate, works
         patch = workspace / "patches/sourced/0001-patch-kernels.patch"
         patch.write_text(patch.read_text().replace("-upstream kernels", "-kernels of another release"))
         result = orchestrate("fetch", "--arch", "gfx1151", "sourced")
+        built = orchestrate("build", "sourced", "--arch", "gfx1151")  # a build says the same, not "build failed"
     assert result.code == 2
     failed = next(l for l in result.out.splitlines() if l.startswith("FAILED"))
     assert "patch 0001-patch-kernels.patch does not apply" in failed
     assert "hunk #1" in failed and "@@ -1 +1 @@" in failed and "rebase the patch" in failed
+    assert built.code == 1
+    assert "FAILED sourced-1.0-gfx1151_" in built.err
+    assert "patch 0001-patch-kernels.patch does not apply to sourced's source: error applying hunk #1" in built.err
 
 
 def test_fetch_names_a_commit_or_url_that_cannot_be_fetched(orchestrate, workspace, tmp_path):
@@ -109,4 +113,4 @@ def test_fetch_names_a_commit_or_url_that_cannot_be_fetched(orchestrate, workspa
         recipe.write_text(recipe.read_text().replace(upstream.url, "http://127.0.0.1:9"))
         result = orchestrate("fetch", "--arch", "gfx1151", "sourced")
     failed = next(l for l in result.out.splitlines() if l.startswith("FAILED"))
-    assert failed.startswith("FAILED      sourced  http://127.0.0.1:9/") and "could not fetch it" in failed
+    assert failed.startswith("FAILED      sourced  http://127.0.0.1:9/") and "cannot be reached: check the network" in failed
