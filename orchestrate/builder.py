@@ -7,6 +7,7 @@ channel (`discard_work`); a failed build's folder stays for diagnosis until `orc
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
@@ -128,12 +129,16 @@ def forget_cached_package(output: Output) -> None:
 
     The cache keys packages by name-version-build only, and a rebuild after a script or patch change keeps
     its build string: without this, the recipe's tests and every dependent's host environment would install
-    the previous build's cached files instead of the new package."""
+    the previous build's cached files instead of the new package. The entry's own lock (the one rattler
+    takes while it fills or reads the entry) is held while it goes."""
     user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    root = Path(os.environ.get("RATTLER_CACHE_DIR") or user_cache / "rattler" / "cache")
+    pkgs = Path(os.environ.get("RATTLER_CACHE_DIR") or user_cache / "rattler" / "cache") / "pkgs"
     stem = f"{output.name}-{output.version}-{output.build_string}"
-    shutil.rmtree(root / "pkgs" / stem, ignore_errors=True)
-    (root / "pkgs" / f"{stem}.lock").unlink(missing_ok=True)
+    if not (pkgs / stem).exists():
+        return
+    with open(pkgs / f"{stem}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        shutil.rmtree(pkgs / stem, ignore_errors=True)
 
 
 def discard_work(work: Path | None) -> None:

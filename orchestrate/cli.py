@@ -15,6 +15,7 @@ from .errors import BuildFailed, UserError
 from .estimates import format_duration
 from .options import ARCH_ENV, DEFAULT_CHANNEL, Options, find_workspace, options_from_args
 from .share import COMMANDS as SHARE_COMMANDS
+from .sources import SourceCache
 from .ui import Reporter
 
 
@@ -128,6 +129,8 @@ def cmd_build(args, reporter: Reporter) -> int:
         runner.report_recovery(recovery, reporter)
         if recovery.changed:
             plan = runner.make_plan(options, packages)  # what was recovered is up to date now
+        if any(s.state == runner.BUILD for s in plan.steps):
+            SourceCache(options.source_cache).ensure_writable()
         if options.offline:
             runner.check_sources_cached(plan, options)
         if not getattr(args, "skip_disk_check", False):
@@ -181,6 +184,7 @@ def cmd_fetch(args, reporter: Reporter) -> int:
         plans = [runner.make_plan(dataclasses.replace(options, arch=a), args.packages) for a in table.names()]
     else:
         plans = [runner.make_plan(options, args.packages)]
+    SourceCache(options.source_cache).ensure_writable()
     reporter.info(f"source cache: {options.source_cache}")
     results = []
     with clean.work_area(options):

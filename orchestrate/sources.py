@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,13 +65,17 @@ class SourceCache:
     def __init__(self, path: Path):
         self.path = Path(path).resolve()
 
-    def attach(self, output_dir: Path) -> None:
-        """Make a build's output folder use this cache (rattler-build reads `<output dir>/src_cache`)."""
+    def ensure_writable(self) -> None:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+            tempfile.TemporaryFile(dir=self.path).close()
         except OSError as exc:
-            raise UserError(f"source cache {self.path} cannot be created ({exc.strerror or exc}): "
-                            "pass --source-cache DIR (or source_cache in orchestrate.toml) with a folder you can write")
+            raise UserError(f"source cache {self.path} is not a folder you can write ({exc.strerror or exc}): "
+                            "pass --source-cache DIR (or source_cache in orchestrate.toml) with one") from None
+
+    def attach(self, output_dir: Path) -> None:
+        """Make a build's output folder use this cache (rattler-build reads `<output dir>/src_cache`)."""
+        self.ensure_writable()
         (output_dir / LINK_NAME).symlink_to(self.path, target_is_directory=True)
 
     def records(self) -> list[dict]:

@@ -114,3 +114,15 @@ def test_fetch_names_a_commit_or_url_that_cannot_be_fetched(orchestrate, workspa
         result = orchestrate("fetch", "--arch", "gfx1151", "sourced")
     failed = next(l for l in result.out.splitlines() if l.startswith("FAILED"))
     assert failed.startswith("FAILED      sourced  http://127.0.0.1:9/") and "cannot be reached: check the network" in failed
+
+
+def test_a_source_cache_that_cannot_be_written_is_one_line_before_anything_runs(orchestrate, workspace, tmp_path,
+                                                                                 channel):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    for command in (["build-all", "--arch", "gfx1151"], ["fetch", "--arch", "gfx1151"]):
+        result = orchestrate(*command, "--source-cache", blocker / "sources")
+        assert result.code == 2
+        [line] = result.err.strip().splitlines()
+        assert f"source cache {blocker / 'sources'} is not a folder you can write" in line and "--source-cache DIR" in line
+    assert not channel.path.exists() or channel.package_files() == []
