@@ -87,7 +87,6 @@ def build_output(
     on_step: Callable[[str], None] = lambda step: None,
 ) -> BuildOutcome:
     options.logs_dir.mkdir(parents=True, exist_ok=True)
-    options.work_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = options.logs_dir / f"{output.name}-{output.build_string}-{stamp}.log"
     work = new_work_folder(output, options)

@@ -27,9 +27,8 @@ from . import detect, runner
 from .architectures import Architecture, ArchitectureTable
 from .diagnose import FIX_CHANNEL, FIX_SOURCE
 from .errors import UserError
-from .estimates import GIB, disk_needs, existing_parent, format_bytes
+from .estimates import GIB, existing_parent, format_bytes
 from .options import ARCH_ENV, GIB_PER_JOB, Options, default_max_jobs, options_from_args
-from .sources import SourceCache, sources_of
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SCHEMA = "orchestrate/doctor/1"
@@ -131,7 +130,7 @@ def run_doctor(options: Options, machine: Machine | None = None, probe: Probe | 
             checks.append(Check("plan", FAIL, str(exc), "fix what the message names (`orchestrate plan` shows it too)"))
     if plan:
         builds = sum(1 for s in plan.steps if s.state == runner.BUILD)
-        checks.append(disk_check(plan_disk_needs(plan, options), disk_folders(options), builds))
+        checks.append(disk_check(runner.plan_disk_needs(plan, options), disk_folders(options), builds))
     slow = [lambda c=c: channel_check(c, probe) for c in options.source_channels]
     slow += [lambda h=h, p=p: source_host_check(h, p, probe) for h, p in source_hosts(plan, options).items()]
     slow.append(lambda: pixi_check(arch.isa if arch else None))
@@ -262,12 +261,6 @@ def memory_check(machine: Machine, options: Options) -> Check:
     return Check("memory", OK, detail)
 
 
-def plan_disk_needs(plan: runner.Plan, options: Options):
-    """What the plan's builds need on each disk, from the estimates (recorded builds win over recipes)."""
-    estimates = {s.output.name: s.estimate for s in plan.steps if s.state == runner.BUILD and s.estimate}
-    return disk_needs(estimates, options.work_dir, options.channel)
-
-
 def disk_folders(options: Options) -> dict[str, Path]:
     return {"channel": options.channel, "work area": options.work_dir, "source cache": options.source_cache}
 
@@ -335,18 +328,11 @@ def source_hosts(plan: runner.Plan | None, options: Options) -> dict[str, list[s
     """Where the sources of what the plan builds come from and are not cached yet: host URL -> packages."""
     if plan is None:
         return {}
-    cache = SourceCache(options.source_cache)
-    records = cache.records()
     hosts: dict[str, list[str]] = {}
-    for step in plan.steps:
-        if step.state != runner.BUILD:
-            continue
-        for source in sources_of(step.output.rendered):
-            if source.kind == "path" or cache.has(source, records):
-                continue
-            host = _host_url(source.location)
-            if host and step.output.name not in hosts.setdefault(host, []):
-                hosts[host].append(step.output.name)
+    for name, source in runner.uncached_sources(plan, options):
+        host = _host_url(source.location)
+        if host and name not in hosts.setdefault(host, []):
+            hosts[host].append(name)
     return hosts
 
 

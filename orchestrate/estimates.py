@@ -92,7 +92,7 @@ class DiskNeed:
     parts: list[str]
 
 
-def disk_needs(estimates: dict[str, Estimate], work_dir: Path, channel_dir: Path) -> list[DiskNeed]:
+def disk_needs(estimates: list[tuple[str, Estimate]], work_dir: Path, channel_dir: Path) -> list[DiskNeed]:
     """What the builds need, per disk: the work area needs the largest single build (each build's folder
     is removed once its package is in the channel); the channel needs every new package."""
     needs: dict[int, DiskNeed] = {}
@@ -106,9 +106,9 @@ def disk_needs(estimates: dict[str, Estimate], work_dir: Path, channel_dir: Path
         need.parts.append(part)
 
     if estimates:
-        label, biggest = max(estimates.items(), key=lambda item: item[1].disk_bytes)
+        label, biggest = max(estimates, key=lambda item: item[1].disk_bytes)
         add(work_dir, biggest.disk_bytes, f"{label}'s build peaks at {format_bytes(biggest.disk_bytes)}")
-        packages = sum(e.package_bytes for e in estimates.values())
+        packages = sum(e.package_bytes for _, e in estimates)
         add(channel_dir, packages, f"new packages {format_bytes(packages)}")
     return list(needs.values())
 

@@ -67,6 +67,7 @@ def fetch_sources(run: RecipeRun, options: Options) -> list[SourceResult]:
     _add_stop_requirement(data)
     work = new_work_folder(output, options)
     lines: list[str] = []
+    stopped_at_resolution = False
     try:
         variant = rerender(output, run.config, data, Path(tempfile.mkdtemp(dir=work)))
         variant.run_build(tool_config=ToolConfiguration(test_strategy="skip"), output_dir=work, channels=[],
@@ -75,9 +76,9 @@ def fetch_sources(run: RecipeRun, options: Options) -> list[SourceResult]:
     except Exception as exc:  # py-rattler-build's error types; which one decides the outcome below
         lines = lines or [str(line) for line in getattr(exc, "log", None) or []]
         error = str(exc)
+        stopped_at_resolution = diagnose.SOLVE_FAILED in error
     finally:
         discard_work(work)
-    stopped_at_resolution = "resolve dependencies" in error or STOP_REQUIREMENT in error
     reached = len(FETCHING.findall("\n".join(lines)))
     results = []
     for index, (source, cached) in enumerate(zip(sources, was_cached)):
@@ -86,13 +87,13 @@ def fetch_sources(run: RecipeRun, options: Options) -> list[SourceResult]:
             state = LOCAL if source.kind == "path" else CACHED if cached else FETCHED
             results.append(SourceResult(name, source, state))
         elif index == max(reached - 1, 0):
-            results.append(SourceResult(name, source, FAILED, explain(error, lines, source, output)))
+            results.append(SourceResult(name, source, FAILED, explain(error, lines, output)))
         else:
             results.append(SourceResult(name, source, NOT_CHECKED, "an earlier source of the recipe failed"))
     return results
 
 
-def explain(error: str, lines: list[str], source: Source, output: Output) -> str:
+def explain(error: str, lines: list[str], output: Output) -> str:
     text = "\n".join(lines) + "\n" + error
     found = diagnose.source_problem(text, recipe=f"recipes/{output.recipe_name}/recipe.yaml")
     flat = " ".join(error.replace("PyRattlerBuildError: ", "").split())

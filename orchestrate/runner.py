@@ -15,10 +15,10 @@ from .builder import build_output, discard_work, forget_cached_package
 from .channel import Channel, ManifestEntry, Recovery, sha256_of
 from .detect import choose_arch
 from .errors import BuildFailed, UserError
-from .estimates import Estimate, check_disk, disk_needs, estimate_for, recorded_builds, this_host
+from .estimates import DiskNeed, Estimate, check_disk, disk_needs, estimate_for, recorded_builds, this_host
 from .options import Options
 from .recipes import Output, compute_input_hashes, render_all, variant_config
-from .sources import SourceCache, sources_of
+from .sources import Source, SourceCache, sources_of
 from .ui import Progress, Reporter
 
 UP_TO_DATE, BUILD, SKIP = "up to date", "build", "skip"
@@ -88,16 +88,28 @@ def expected_total(plan: Plan) -> tuple[float, int]:
     return sum(e.seconds or 0 for e in estimates), sum(1 for e in estimates if e.seconds is None)
 
 
+def plan_disk_needs(plan: Plan, options: Options) -> list[DiskNeed]:
+    """What the plan's builds need on each disk (one entry per build: two builds of a name both count)."""
+    estimates = [(s.output.name, s.estimate) for s in plan.steps if s.state == BUILD and s.estimate]
+    return disk_needs(estimates, options.work_dir, options.channel)
+
+
 def check_disk_space(plan: Plan, options: Options) -> None:
-    estimates = {s.output.name: s.estimate for s in plan.steps if s.state == BUILD and s.estimate}
-    check_disk(disk_needs(estimates, options.work_dir, options.channel))
+    check_disk(plan_disk_needs(plan, options))
+
+
+def uncached_sources(plan: Plan, options: Options) -> list[tuple[str, Source]]:
+    """(package, source) for every source a build of the plan needs that the source cache lacks."""
+    cache = SourceCache(options.source_cache)
+    records = cache.records()
+    return [(s.output.name, source) for s in plan.steps if s.state == BUILD
+            for source in sources_of(s.output.rendered) if not cache.has(source, records)]
 
 
 def check_sources_cached(plan: Plan, options: Options) -> None:
     """--offline: every source the builds need must already be in the source cache."""
     cache = SourceCache(options.source_cache)
-    missing = [(s.output.name, source) for s in plan.steps if s.state == BUILD
-               for source in cache.missing(sources_of(s.output.rendered))]
+    missing = uncached_sources(plan, options)
     if missing:
         listed = ", ".join(f"{name} ({source.describe()})" for name, source in missing[:4])
         more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""

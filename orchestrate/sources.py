@@ -103,13 +103,6 @@ class SourceCache:
                 return True
         return False
 
-    def missing(self, sources: list[Source]) -> list[Source]:
-        records = self.records()
-        return [s for s in sources if not self.has(s, records)]
-
-    def size_bytes(self) -> int:
-        return folder_bytes(self.path)
-
 
 def folder_bytes(folder: Path) -> int:
     """Bytes of the files under a folder, not following links (a work folder links the source cache)."""

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .estimates import format_duration
+
 
 class Reporter:
     def __init__(self, quiet: bool = False):
@@ -67,8 +69,6 @@ class Progress:
     unknown_after: int = 0  # builds after it with no estimate
 
     def describe(self, elapsed_s: float) -> str:
-        from .estimates import format_duration
-
         parts = [self.position] if self.position else []
         parts.append(f"{format_duration(elapsed_s)} of ~{format_duration(self.expected_s)}")
         left = max((self.expected_s or 0) - elapsed_s, 0) + self.remaining_s
