@@ -46,12 +46,12 @@ def test_a_failed_build_keeps_its_folder_until_clean(orchestrate, workspace, cha
 def test_clean_waits_for_a_running_build(orchestrate, workspace):
     work = workspace / ".orchestrate/work"
     work.mkdir(parents=True)
-    (work / "pytorch-rocm-abc").mkdir()
+    (work / "pytorch-abc").mkdir()
     with open(work / ".in-use", "w") as held:
         fcntl.flock(held, fcntl.LOCK_SH)  # what a running build-all holds
         result = orchestrate("clean")
     assert result.code == 2 and "in use by a running build" in result.err
-    assert work_folders(workspace) == ["pytorch-rocm-abc"]
+    assert work_folders(workspace) == ["pytorch-abc"]
 
 
 def test_clean_superseded_by_age(orchestrate, workspace, channel):

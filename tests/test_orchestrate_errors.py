@@ -38,8 +38,8 @@ def test_no_architecture_and_no_gpu_lists_the_known_ones(orchestrate, monkeypatc
 
 
 def test_unknown_package(orchestrate, channel, built):
-    result = orchestrate("build", "pytorch", "--arch", "gfx1151")
-    assert_one_line_error(result, "unknown package pytorch", "pytorch-rocm")
+    result = orchestrate("build", "pytorch-rocm", "--arch", "gfx1151")
+    assert_one_line_error(result, "unknown package pytorch-rocm", "pytorch")
     assert channel.snapshot() == built
 
 
@@ -74,7 +74,7 @@ def test_dependency_cycle_is_named(orchestrate, workspace, channel, built):
     result = orchestrate("build-all", "--arch", "gfx1151")
     assert_one_line_error(result, "dependency cycle:", "remove one of these requirements")
     cycle = result.err.split("dependency cycle: ")[1].split(":")[0].split(" -> ")
-    assert cycle[0] == cycle[-1] and {"triton-rocm", "vllm"} <= set(cycle)
+    assert cycle[0] == cycle[-1] and {"triton", "vllm"} <= set(cycle)
     assert channel.snapshot() == built
 
 
