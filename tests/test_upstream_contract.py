@@ -4,9 +4,11 @@ With ROCM_STACK_SOURCES=DIR holding one checkout per recipe folder (DIR/aotriton
 DIR/pytorch-rocm, ...; each the recipe's first source, TheRock for rocm-sdk): every pinned commit is its
 checkout's HEAD, every patch applies, the files upstream pins things in agree with our pins (PyTorch's
 triton.txt and aotriton.cmake, submodules, version files; declared in variants/upstreams.yaml), and every
-environment variable and CMake option the build scripts set is read by upstream at that commit. Without
-the variable these skip; a missing checkout skips its own tests. The last tests run the same logic on a
-synthetic checkout, so it runs (and can fail) in CI.
+environment variable and CMake option the build scripts set is read by upstream at that commit, and
+vllm-rocm's run requirements cover what `vllm serve` imports (computed from the checkout, the unpacked
+sdist at DIR/vllm) and account for every entry of requirements/common.txt + rocm.txt. Without the variable
+these skip; a missing checkout skips its own tests. The last tests run the same logic on a synthetic
+checkout, so it runs (and can fail) in CI.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import pytest
 import yaml
 
 from orchestrate import contract
+from orchestrate.imports import Root, import_closure
 from orchestrate.architectures import ArchitectureTable, write_variant_files
 from orchestrate.upstreams import Upstreams, read_pins
 
@@ -66,6 +69,18 @@ def test_patch_applies_to_the_pinned_source(recipe, patch):
 @pytest.mark.parametrize("use", USES, ids=[u.id for u in USES])
 def test_upstream_reads_what_the_build_scripts_set(use):
     settle(contract.check_name(use, SOURCES))
+
+
+@needs_sources
+@pytest.mark.parametrize("spec", contract.IMPORT_CONTRACTS, ids=[c.recipe for c in contract.IMPORT_CONTRACTS])
+def test_run_requirements_cover_what_users_run_imports(spec):
+    settle(contract.check_imports_covered(spec, REPO, SOURCES))
+
+
+@needs_sources
+@pytest.mark.parametrize("spec", contract.IMPORT_CONTRACTS, ids=[c.recipe for c in contract.IMPORT_CONTRACTS])
+def test_every_upstream_requirement_is_required_or_left_out_with_a_reason(spec):
+    settle(contract.check_requirements_accounted(spec, REPO, SOURCES))
 
 
 # --- what runs in CI, without sources ---------------------------------------------------------------------
@@ -238,3 +253,134 @@ def test_contract_skips_what_has_no_checkout(synthetic):
     assert contract.check_head("demo", pins, sources).status == contract.SKIPPED
     assert all(contract.check_value(c, upstreams, pins, sources).status == contract.SKIPPED for _, c in upstreams.all_checks())
     assert all(contract.check_name(u, sources).status == contract.SKIPPED for u in contract.name_uses(workspace, pins, upstreams))
+
+
+# --- the import analysis on a synthetic package -------------------------------------------------------------
+
+DEMO_PACKAGE = {
+    "demo/__init__.py": "import typing\nfrom .core import run\nif typing.TYPE_CHECKING:\n    import typeonly\n",
+    "demo/server.py": "from demo.core import run\n",
+    "demo/core.py": """import sys
+import numpy as np
+import yaml
+from demo import helpers
+
+
+def later():
+    import lazyfn
+
+
+try:
+    import optional_a
+except ImportError:
+    optional_a = None
+try:
+    import fast_json
+except (ModuleNotFoundError, AttributeError):
+    fast_json = None
+try:
+    import must_have
+except RuntimeError:
+    raise
+if sys.platform == "win32":
+    import winonly
+
+
+class Settings:
+    import inclass
+
+
+def run():
+    return np, yaml, helpers
+""",
+    "demo/helpers.py": "from . import sub\nfrom .sub.leaf import thing\nfrom PIL import Image\n",
+    "demo/sub/__init__.py": "",
+    "demo/sub/leaf.py": "import zmq\nthing = 1\n",
+    "demo/unreached.py": "import never\n",
+    "demo/cli.py": "import os\n\n\ndef main():\n    import demo.commands\n\n\ndef other():\n    import notrun\n",
+    "demo/commands.py": "import uvloop\n",
+    "requirements/common.txt": "numpy\npyyaml >= 6  # config\npillow\npyzmq\nuvloop\npytest  # tests\n",
+    "requirements/rocm.txt": "-r common.txt\nwinonly; sys_platform == 'win32'\n",
+}
+DEMO_RECIPE = """package: {name: demo, version: "1.0"}
+requirements:
+  run:
+    - python
+    - numpy
+    - pyyaml
+    - pillow
+    - pyzmq
+    - if: with_extras
+      then: [uvloop]
+    - ${{ pin_compatible("inclass") }}
+    - must-have
+extra:
+  left_out_requirements:
+    pytest: test-only
+    winonly: Windows only
+"""
+DEMO_CONTRACT = contract.ImportContract("demo", "demo", (Root("demo.server"), Root("demo.cli", "main")),
+                                        ("requirements/rocm.txt",), "`demo serve`")
+
+
+@pytest.fixture
+def demo(tmp_path):
+    """A workspace with recipes/demo, and sources/demo: the package source and its requirement files."""
+    for name, text in DEMO_PACKAGE.items():
+        path = tmp_path / "sources" / "demo" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    recipe = tmp_path / "ws" / "recipes" / "demo" / "recipe.yaml"
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text(DEMO_RECIPE)
+    return tmp_path / "ws", tmp_path / "sources", recipe
+
+
+def test_import_analysis_follows_what_importing_runs(demo):
+    _, sources, _ = demo
+    closure = import_closure(sources / "demo", "demo", list(DEMO_CONTRACT.roots))
+    # module level, class bodies, relative and `from pkg import submodule` imports, the entry point's main()
+    assert set(closure.third_party) == {"numpy", "yaml", "PIL", "zmq", "inclass", "must_have", "uvloop"}
+    assert closure.third_party["uvloop"] == "demo/commands.py:1"
+    # only under a platform check
+    assert set(closure.conditional) == {"winonly"} and "sys.platform == 'win32'" in closure.conditional["winonly"]
+    # not followed: other functions, TYPE_CHECKING, try/except ImportError, modules nothing imports
+    assert {"demo", "demo.core", "demo.helpers", "demo.sub", "demo.sub.leaf", "demo.cli", "demo.commands"} <= \
+        closure.package_modules
+    assert "demo.unreached" not in closure.package_modules
+
+
+def test_import_contract_fails_on_drift(demo):
+    workspace, sources, recipe = demo
+    covered = contract.check_imports_covered(DEMO_CONTRACT, workspace, sources)
+    accounted = contract.check_requirements_accounted(DEMO_CONTRACT, workspace, sources)
+    assert (covered.status, accounted.status) == (contract.OK, contract.OK), (covered.message, accounted.message)
+
+    # upstream starts importing a package the recipe lacks, and lists a new requirement
+    commands = sources / "demo" / "demo" / "commands.py"
+    commands.write_text(commands.read_text() + "import openai_harmony\n")
+    common = sources / "demo" / "requirements" / "common.txt"
+    common.write_text(common.read_text() + "xgrammar == 0.2.8\n")
+    covered = contract.check_imports_covered(DEMO_CONTRACT, workspace, sources)
+    assert covered.status == contract.FAILED
+    assert "openai_harmony (demo/commands.py:2) needs run requirement oss-harmony" in covered.message
+    accounted = contract.check_requirements_accounted(DEMO_CONTRACT, workspace, sources)
+    assert accounted.status == contract.FAILED
+    assert "xgrammar (requirements/common.txt:7) is neither a run requirement" in accounted.message
+
+    # the recipe leaves out something imported unconditionally, and keeps a reason for a dropped requirement
+    recipe.write_text(DEMO_RECIPE.replace("    - pyzmq\n", "").replace(
+        "    pytest: test-only\n", "    pytest: test-only\n    pyzmq: optional\n    six: was for pandas\n"))
+    accounted = contract.check_requirements_accounted(DEMO_CONTRACT, workspace, sources)
+    assert "pyzmq is imported unconditionally by `demo serve`: it cannot be left out" in accounted.message
+    assert "left_out_requirements.six is no longer an upstream requirement nor imported: drop it" in accounted.message
+    assert contract.check_imports_covered(DEMO_CONTRACT, workspace, sources).status == contract.FAILED
+
+
+def test_vllm_recipe_leaves_out_nothing_it_requires():
+    """What runs without the sdist: every left-out entry has a reason and is not also required."""
+    recipe = REPO / "recipes" / "vllm" / "recipe.yaml"
+    run, left_out = contract.run_requirement_names(recipe), contract.left_out_requirements(recipe)
+    assert {"oss-harmony", "xgrammar", "uvloop", "pytorch", "triton"} <= run
+    assert left_out and all(left_out.values())
+    assert not {n for n in left_out if contract.normalize(contract.conda_name(n)) in run}
