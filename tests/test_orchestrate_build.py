@@ -230,10 +230,11 @@ def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, t
         .replace("${{ torchvision_version }}.* ", "").replace("${{ torchaudio_version }}.* ", "")
         .replace("${{ vllm_version }}", "0.11.0").replace("vllm-rocm", "vllm")
         .replace("pytorch-rocm", "pytorch"))
-    # the test graph has no torchvision/torchaudio (whatever the real recipe calls them)
+    # the test graph has no torchvision/torchaudio (whatever the real recipe calls them) and one per-arch
+    # rocm-sdk instead of the real host + rocm-sdk-device-<gfx> pair
     recipe = folder / "recipe.yaml"
     recipe.write_text("".join(l for l in recipe.read_text().splitlines(True)
-                              if not re.match(r"\s*- torch(vision|audio)", l)))
+                              if not re.match(r"\s*- (torch(vision|audio)|rocm-sdk-device)", l)))
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1151").code == 0
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1100").code == 0
     builds = install(workspace / "channel", ["rocm-stack"], "11.5.1", tmp_path / "env")

@@ -1,10 +1,12 @@
-"""The real recipes' scripts, run here down to the last layer that needs no ROCm: rocm-sdk's install
-and activation (with the env each architecture's rendered recipe gives it), flash-attn's backend switch,
+"""The real recipes' scripts, run here down to the last layer that needs no ROCm: rocm-sdk's and
+rocm-sdk-device's install from synthetic AMD wheels and activation (with the env each architecture's rendered recipe gives it), flash-attn's backend switch,
 and the shared patch record."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from orchestrate import runner
 from orchestrate.architectures import ArchitectureTable
 from orchestrate.options import Options
+from prebuilt_helpers import write_device_wheel, write_host_artifacts
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = ArchitectureTable.load(REPO / "variants")
@@ -47,11 +50,21 @@ def activated(prefix: Path, *, deactivate: bool = False) -> dict:
 
 
 def install_rocm_sdk(arch: str, tmp_path: Path, overrides: dict | None = None) -> Path:
+    """Run rocm-sdk's and rocm-sdk-device's build scripts on synthetic AMD wheels laid out as rattler-build
+    downloads them (one folder per source; the `rocm` sdist unpacked without its top folder)."""
     src, prefix = tmp_path / "src", tmp_path / "prefix"
-    (src / "therock" / "bin").mkdir(parents=True)
-    (src / "therock" / "bin" / "hipconfig").write_text("#!/bin/sh\n")
+    artifacts = {**write_host_artifacts(tmp_path / "index"), "rocm_sdk_device": write_device_wheel(tmp_path / "index", arch)}
+    for folder, key in (("core", "rocm_sdk_core"), ("libraries", "rocm_sdk_libraries"), ("devel", "rocm_sdk_devel"),
+                        ("device", "rocm_sdk_device")):
+        (src / "wheels" / folder).mkdir(parents=True)
+        shutil.copy(artifacts[key], src / "wheels" / folder)
+    with tarfile.open(artifacts["rocm"]) as sdist:
+        for member in sdist.getmembers():
+            member.name = member.name.split("/", 1)[1]
+            sdist.extract(member, src / "wheels" / "rocm")
     prefix.mkdir()
     run_build_script("rocm-sdk", rendered_env(arch, "rocm-sdk", overrides), prefix, src)
+    run_build_script("rocm-sdk-device", rendered_env(arch, f"rocm-sdk-device-{arch}", overrides), prefix, src)
     return prefix
 
 
@@ -59,8 +72,10 @@ def install_rocm_sdk(arch: str, tmp_path: Path, overrides: dict | None = None) -
 def test_rocm_sdk_activation_sets_what_the_stack_needs_and_nothing_that_slows_it(arch, tmp_path):
     prefix = install_rocm_sdk(arch, tmp_path)
     env = activated(prefix)
-    assert env["ROCM_PATH"] == env["HIP_PATH"] == str(prefix)
-    assert env["HIP_DEVICE_LIB_PATH"] == f"{prefix}/lib/llvm/amdgcn/bitcode"
+    root = prefix / "lib/python3.12/site-packages/_rocm_sdk_devel"
+    assert env["ROCM_PATH"] == env["HIP_PATH"] == str(root)
+    assert env["HIP_DEVICE_LIB_PATH"] == f"{root}/lib/llvm/amdgcn/bitcode"
+    assert (Path(env["HIP_DEVICE_LIB_PATH"]) / "ockl.bc").is_file()
     experimental = TABLE.get(arch).capabilities["aotriton"].value == "experimental"
     assert (env.get("TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL") == "1") == experimental
     assert "AMD_SERIALIZE_KERNEL" not in env and "HIP_LAUNCH_BLOCKING" not in env

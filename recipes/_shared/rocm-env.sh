@@ -1,17 +1,23 @@
 # shellcheck shell=bash
-# ROCm build environment for recipes that compile against our rocm-sdk package.
+# ROCm build environment for recipes that compile against our rocm-sdk packages. The one place that knows
+# where AMD's ROCm wheels put the SDK in a conda prefix (recipes/rocm-sdk, recipes/rocm-sdk-device).
 #
 # Usage (in a recipe's build script):   source "$RECIPE_DIR/../_shared/rocm-env.sh"
-# Needs: rocm-sdk in requirements.host (its files live directly under $PREFIX, see recipes/rocm-sdk).
+# Needs in requirements.host: rocm-sdk (host tree) and rocm-sdk-device-${{ gpu_arch }} (this GPU's kernels).
 # Reads (declare them in build.script.env):
 #   GPU_ARCH           the one target, e.g. gfx1151 (required; we build for exactly one arch)
 #   MAX_JOBS, COMPILER_LAUNCHER   see build-knobs.sh, which this script sources
+# Layout (pip's, TheRock docs/packaging/python_packaging.md): $PREFIX/lib/python3.X/site-packages/
+#   _rocm_sdk_devel/        the full SDK tree, `rocm-sdk path --root` (bin include lib share), expanded at
+#                           build time; files shipped by the runtime wheels are relative symlinks into
+#   _rocm_sdk_core/         compiler (lib/llvm/bin/clang), HIP runtime, hipcc, device bitcode
+#   _rocm_sdk_libraries/    math/ML libraries, plus this GPU's kernel packs from rocm-sdk-device-<gfx>
 # Exports:
-#   ROCM_PATH ROCM_HOME HIP_PATH         the ROCm root (= $PREFIX)
+#   ROCM_PATH ROCM_HOME HIP_PATH         the ROCm root (the devel tree)
 #   HIP_DEVICE_LIB_PATH                  clang skips its device-lib search once ROCM_PATH is set
-#   HIP_CLANG_PATH                       ROCm's clang, for builds that call it directly (PyTorch)
-#   PATH                                 ROCm's bin first
-#   CMAKE_PREFIX_PATH                    ROCm's cmake packages (hip, rocblas, ...)
+#   HIP_CLANG_PATH                       ROCm's clang folder, for builds that call it directly (PyTorch)
+#   PATH                                 ROCm's bin first (hipcc, hipconfig, amdclang)
+#   CMAKE_PREFIX_PATH                    + the ROCm root, whose lib/cmake holds hip, rocblas, ... (`rocm-sdk path --cmake`)
 #   CPPFLAGS CXXFLAGS LDFLAGS            + TheRock's bundled sysdeps (libdrm headers for rocm_smi's kfd_ioctl.h)
 #   PKG_CONFIG_PATH                      + sysdeps pkg-config (liblzma for aotriton)
 #   PYTORCH_ROCM_ARCH GPU_ARCHS AMDGPU_TARGETS   the arch, under the names torch/flash-attn/aiter/CK read
@@ -21,23 +27,29 @@ if [[ -z "${GPU_ARCH:-}" ]]; then
     echo "rocm-env.sh: GPU_ARCH is not set; add 'GPU_ARCH: \${{ gpu_arch }}' to build.script.env" >&2
     exit 1
 fi
-if [[ ! -x "$PREFIX/bin/hipconfig" ]]; then
-    echo "rocm-env.sh: no ROCm under \$PREFIX ($PREFIX/bin/hipconfig missing); is rocm-sdk in requirements.host?" >&2
+rocm_devel_roots=("$PREFIX"/lib/python3*/site-packages/_rocm_sdk_devel)
+if [[ ${#rocm_devel_roots[@]} -ne 1 || ! -x "${rocm_devel_roots[0]}/bin/hipcc" ]]; then
+    echo "rocm-env.sh: no ROCm SDK under \$PREFIX ($PREFIX/lib/python3*/site-packages/_rocm_sdk_devel/bin/hipcc missing); add rocm-sdk to requirements.host" >&2
+    exit 1
+fi
+if ! compgen -G "$PREFIX/lib/python3*/site-packages/rocm_sdk_device_${GPU_ARCH}-*.dist-info" > /dev/null; then
+    echo "rocm-env.sh: no $GPU_ARCH device code under \$PREFIX; add rocm-sdk-device-\${{ gpu_arch }} to requirements.host" >&2
     exit 1
 fi
 
 # shellcheck source=build-knobs.sh
 source "$(dirname "${BASH_SOURCE[0]}")/build-knobs.sh"
 
-export ROCM_PATH="$PREFIX"
-export ROCM_HOME="$PREFIX"
-export HIP_PATH="$PREFIX"
-export HIP_DEVICE_LIB_PATH="$PREFIX/lib/llvm/amdgcn/bitcode"
-export HIP_CLANG_PATH="$PREFIX/lib/llvm/bin"
-export PATH="$PREFIX/bin:$PATH"
-export CMAKE_PREFIX_PATH="$PREFIX${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+export ROCM_PATH="${rocm_devel_roots[0]}"
+unset rocm_devel_roots
+export ROCM_HOME="$ROCM_PATH"
+export HIP_PATH="$ROCM_PATH"
+export HIP_DEVICE_LIB_PATH="$ROCM_PATH/lib/llvm/amdgcn/bitcode"
+export HIP_CLANG_PATH="$ROCM_PATH/lib/llvm/bin"
+export PATH="$ROCM_PATH/bin:$PATH"
+export CMAKE_PREFIX_PATH="$ROCM_PATH${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 
-rocm_sysdeps="$PREFIX/lib/rocm_sysdeps"
+rocm_sysdeps="$ROCM_PATH/lib/rocm_sysdeps"
 export CPPFLAGS="${CPPFLAGS:-} -I$rocm_sysdeps/include"
 export CXXFLAGS="${CXXFLAGS:-} -I$rocm_sysdeps/include"
 export LDFLAGS="${LDFLAGS:-} -L$rocm_sysdeps/lib"

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Install TheRock's tree under $PREFIX and the activation scripts (see recipe.yaml for the layout).
+# Install AMD's ROCm wheels into site-packages as pip would, then do what `rocm-sdk init` does at first use
+# (expand the devel tree), so the installed environment is complete and works read-only. Needs only bash and
+# python3 on the build machine's PATH (the installer uses the standard library).
 set -euo pipefail
 
-cp -a "$SRC_DIR/therock/." "$PREFIX/"
+site="$PREFIX/$SITE_PACKAGES"
+mkdir -p "$site"
+python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" install "$site" "$PREFIX/bin" \
+    "$SRC_DIR/wheels/core" "$SRC_DIR/wheels/libraries" "$SRC_DIR/wheels/devel" "$SRC_DIR/wheels/rocm"
+python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" expand-devel "$site"
 
+# Activation points ROCm-aware tools at the devel root, where `rocm-sdk path --root` points.
 for phase in activate deactivate; do
     mkdir -p "$PREFIX/etc/conda/$phase.d"
-    cp "$RECIPE_DIR/$phase.sh" "$PREFIX/etc/conda/$phase.d/rocm-sdk.sh"
+    sed "s|@SITE_PACKAGES@|$SITE_PACKAGES|g" "$RECIPE_DIR/$phase.sh" > "$PREFIX/etc/conda/$phase.d/rocm-sdk.sh"
 done
-# PyTorch refuses aotriton's kernels on arches aotriton marks experimental unless this is set;
-# only those arches get it, so supported arches keep PyTorch's default behaviour.
-if [[ "$AOTRITON_EXPERIMENTAL" == "1" ]]; then
-    cp "$RECIPE_DIR/activate-aotriton-experimental.sh" "$PREFIX/etc/conda/activate.d/rocm-sdk-aotriton-experimental.sh"
-    cp "$RECIPE_DIR/deactivate-aotriton-experimental.sh" "$PREFIX/etc/conda/deactivate.d/rocm-sdk-aotriton-experimental.sh"
-fi
 
 ROCM_STACK_PATCHES="" bash "$RECIPE_DIR/../_shared/record-patches.sh" rocm-sdk

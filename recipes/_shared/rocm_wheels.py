@@ -1,0 +1,312 @@
+"""Install AMD's ROCm Python distributions into a conda prefix the way pip lays them out, and do at build time
+what `rocm-sdk init` does at first use (TheRock build_tools/packaging/python/templates/rocm/src/rocm_sdk/_devel.py,
+read at TheRock 89553ce3). Standard library only: the build machine needs nothing but python3 on PATH.
+
+    python3 rocm_wheels.py install SITE_PACKAGES BIN_DIR SOURCE_DIR...   wheels or the `rocm` sdist, one per folder
+    python3 rocm_wheels.py expand-devel SITE_PACKAGES                      rocm-sdk-devel's _devel.tar -> _rocm_sdk_devel/
+    python3 rocm_wheels.py link-device SITE_PACKAGES                       a device wheel's files -> _rocm_sdk_devel/
+
+Why the installed tree differs from `rocm-sdk init` in two places (both keep the prefix complete and read-only):
+- init turns the devel tarball's file symlinks into hard links. A conda package stores a hard link as a second
+  full copy (checked with rattler-build 0.73), which would double the SDK; the relative symlinks stay. init's
+  reason is binaries that locate themselves through /proc/self/exe: resolved into _rocm_sdk_core they still
+  find HIP headers, clang's resource dir and the device bitcode there (TheRock build_python_packages.py
+  core_artifact_filter keeps core-hip `dev` and amd-llvm `lib`), and ROCM_PATH/HIP_PATH name the devel root.
+- init hard-links each device file into the devel tree. Hard links cannot cross conda packages and a copy
+  would double the device package, so the device package carries relative symlinks (the manifest's targets are
+  already relative to the link's folder). The manifest (.devel_links/<isa>.json) is consumed here and not
+  installed: rocm_sdk re-links on every `rocm-sdk path`/`init` when it finds one and accepts only hard links,
+  which would rewrite (or, read-only, fail on) a conda-managed prefix.
+"""
+from __future__ import annotations
+
+import base64
+import configparser
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+DEVEL_TARBALLS = ("_devel.tar.xz", "_devel.tar")
+DEVEL_PURE_PACKAGE = "rocm_sdk_devel"
+LIBRARIES_PLATFORM_PREFIX = "_rocm_sdk_libraries"
+DEVEL_PLATFORM_PREFIX = "_rocm_sdk_devel"
+INSTALLER = "conda\n"  # as conda-build writes it: pip leaves these files to the package manager
+
+
+class InstallError(Exception):
+    pass
+
+
+# --- RECORD handling --------------------------------------------------------------------------------------
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _read_record(path: Path) -> list[list[str]]:
+    return [row for row in csv.reader(io.StringIO(path.read_text())) if row]
+
+
+def _write_record(path: Path, rows: list[list[str]]) -> None:
+    seen, unique = set(), []
+    for row in rows:
+        if row[0] not in seen:
+            seen.add(row[0])
+            unique.append(row)
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(unique)
+    path.write_text(buffer.getvalue())
+
+
+def _dist_info_dirs(site: Path) -> list[Path]:
+    return sorted(site.glob("*.dist-info"))
+
+
+# --- console scripts ----------------------------------------------------------------------------------------
+
+# Relocatable (no absolute interpreter path, so the package needs no prefix rewriting): the shell finds the
+# environment's python next to the script, then python reads the rest of the file.
+SCRIPT = """#!/bin/sh
+'''exec' "$(dirname -- "$0")/python{python_version}" "$0" "$@"
+' '''
+import sys
+from {module} import {attribute}
+if __name__ == "__main__":
+    sys.exit({call}())
+"""
+
+
+def _write_console_scripts(entry_points_text: str, bin_dir: Path, site: Path, python_version: str) -> list[list[str]]:
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str
+    parser.read_string(entry_points_text)
+    rows = []
+    if not parser.has_section("console_scripts"):
+        return rows
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, target in parser.items("console_scripts"):
+        module, _, attribute = target.strip().partition(":")
+        attribute = attribute.strip()
+        data = SCRIPT.format(python_version=python_version, module=module.strip(),
+                             attribute=attribute.split(".")[0], call=attribute).encode()
+        script = bin_dir / name
+        script.write_bytes(data)
+        script.chmod(0o755)
+        rows.append([os.path.relpath(script, site), _record_hash(data), str(len(data))])
+    return rows
+
+
+# --- install: wheels and the `rocm` sdist -------------------------------------------------------------------
+
+def _safe_member(name: str) -> str:
+    path = Path(name)
+    if path.is_absolute() or ".." in path.parts:
+        raise InstallError(f"archive member {name!r} would land outside site-packages")
+    return name
+
+
+def install_wheel(wheel: Path, site: Path, bin_dir: Path, python_version: str, skip: set[str] = frozenset()) -> Path:
+    """Unpack like pip: files into site-packages with their modes, dist-info with INSTALLER and an updated
+    RECORD, console scripts into bin/. Returns the dist-info folder."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = [_safe_member(n) for n in archive.namelist() if not n.endswith("/")]
+        dist_infos = {n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")}
+        if len(dist_infos) != 1:
+            raise InstallError(f"{wheel.name} is not a wheel: it has {len(dist_infos)} .dist-info folders")
+        for name in names:
+            if name.split("/", 1)[0].endswith(".data"):
+                raise InstallError(f"{wheel.name}: {name} is in a .data folder, which AMD's ROCm wheels never use")
+            if name in skip:
+                continue
+            target = site / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(archive.read(name))
+            mode = (archive.getinfo(name).external_attr >> 16) & 0o777
+            target.chmod(0o755 if mode & 0o111 else 0o644)
+    dist_info = site / dist_infos.pop()
+    record = dist_info / "RECORD"
+    rows = _read_record(record) if record.exists() else []
+    (dist_info / "INSTALLER").write_text(INSTALLER)
+    rows.append([f"{dist_info.name}/INSTALLER", _record_hash(INSTALLER.encode()), str(len(INSTALLER))])
+    entry_points = dist_info / "entry_points.txt"
+    if entry_points.exists():
+        rows += _write_console_scripts(entry_points.read_text(), bin_dir, site, python_version)
+    _write_record(record, rows)
+    return dist_info
+
+
+def install_sdist_tree(tree: Path, site: Path, bin_dir: Path, python_version: str) -> Path:
+    """The `rocm` selector is an sdist (TheRock publish_rocm_to_release_buckets.py: rocm-<version>.tar.gz).
+    Its setup.py only chooses pip dependencies for the GPU it finds, which conda decides instead, so it is
+    installed as the wheel setuptools would build: src/<packages> plus a dist-info from PKG-INFO and the
+    egg-info's entry points."""
+    pkg_info = (tree / "PKG-INFO").read_text()
+    fields = dict(re.findall(r"^(Name|Version): *(.+)$", pkg_info, re.M))
+    if "Name" not in fields or "Version" not in fields:
+        raise InstallError(f"{tree}/PKG-INFO names no Name/Version: not an sdist")
+    source_root = tree / "src" if (tree / "src").is_dir() else tree
+    egg_infos = sorted(tree.glob("**/*.egg-info"))
+    packages = [p for p in sorted(source_root.iterdir()) if p.is_dir() and (p / "__init__.py").exists()]
+    if not packages:
+        raise InstallError(f"{tree}: the sdist holds no Python package")
+    rows = []
+    for package in packages:
+        for path in sorted(package.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                relative = path.relative_to(source_root)
+                data = path.read_bytes()
+                (site / relative).parent.mkdir(parents=True, exist_ok=True)
+                (site / relative).write_bytes(data)
+                rows.append([str(relative), _record_hash(data), str(len(data))])
+    normalized = re.sub(r"[-_.]+", "_", fields["Name"]).lower()
+    dist_info = site / f"{normalized}-{fields['Version']}.dist-info"
+    dist_info.mkdir(parents=True, exist_ok=True)
+    metadata_files = {
+        "METADATA": pkg_info,
+        "WHEEL": "Wheel-Version: 1.0\nGenerator: rocm-sdk conda recipe (from the sdist)\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        "INSTALLER": INSTALLER,
+        "top_level.txt": "".join(p.name + "\n" for p in packages),
+    }
+    entry_points = next((e / "entry_points.txt" for e in egg_infos if (e / "entry_points.txt").exists()), None)
+    if entry_points is not None:
+        metadata_files["entry_points.txt"] = entry_points.read_text()
+        rows += _write_console_scripts(entry_points.read_text(), bin_dir, site, python_version)
+    for name, text in metadata_files.items():
+        (dist_info / name).write_text(text)
+        rows.append([f"{dist_info.name}/{name}", _record_hash(text.encode()), str(len(text.encode()))])
+    rows.append([f"{dist_info.name}/RECORD", "", ""])
+    _write_record(dist_info / "RECORD", rows)
+    return dist_info
+
+
+def install_source(folder: Path, site: Path, bin_dir: Path, python_version: str, skip: set[str] = frozenset()) -> Path:
+    """One downloaded source folder: an unpacked sdist (rattler-build unpacks .tar.gz) or one wheel file."""
+    if (folder / "PKG-INFO").is_file():
+        return install_sdist_tree(folder, site, bin_dir, python_version)
+    wheels = sorted(folder.glob("*.whl"))
+    if len(wheels) != 1:
+        raise InstallError(f"{folder} holds {len(wheels)} wheels and no sdist: expected exactly one")
+    return install_wheel(wheels[0], site, bin_dir, python_version, skip)
+
+
+# --- what `rocm-sdk init` does ------------------------------------------------------------------------------
+
+def _dist_info_of(site: Path, file_relpath: str) -> Path:
+    for dist_info in _dist_info_dirs(site):
+        record = dist_info / "RECORD"
+        if record.exists() and any(row[0] == file_relpath for row in _read_record(record)):
+            return dist_info
+    raise InstallError(f"no installed distribution lists {file_relpath} in its RECORD")
+
+
+def expand_devel(site: Path) -> Path:
+    """rocm-sdk-devel ships its tree as rocm_sdk_devel/_devel.tar(.xz) (symlinks cannot go in a wheel). Expand
+    it next to the other packages, record the new files in the devel distribution's RECORD and delete the
+    tarball, as rocm_sdk._devel._lock_and_expand does; rocm_sdk treats the tree as initialized once the
+    tarball is gone and _rocm_sdk_devel/__init__.py exists."""
+    tarballs = [site / DEVEL_PURE_PACKAGE / name for name in DEVEL_TARBALLS if (site / DEVEL_PURE_PACKAGE / name).exists()]
+    if len(tarballs) != 1:
+        raise InstallError(f"expected one of {', '.join(DEVEL_TARBALLS)} in {site / DEVEL_PURE_PACKAGE}, found {len(tarballs)}")
+    tarball = tarballs[0]
+    dist_info = _dist_info_of(site, str(tarball.relative_to(site)))
+    rows = _read_record(dist_info / "RECORD")
+    listed = {row[0] for row in rows}
+    roots = set()
+    with tarfile.open(tarball, "r:*") as archive:
+        for member in archive:
+            roots.add(_safe_member(member.name).split("/", 1)[0])
+            _extract(archive, member, site)
+            if not member.isdir() and member.name not in listed:
+                rows.append([member.name, "", ""])
+    _write_record(dist_info / "RECORD", rows)
+    tarball.unlink()
+    devel_roots = [r for r in roots if r.startswith(DEVEL_PLATFORM_PREFIX)]
+    if len(devel_roots) != 1 or not (site / devel_roots[0] / "__init__.py").exists():
+        raise InstallError(f"{tarball.name} did not produce one {DEVEL_PLATFORM_PREFIX}*/__init__.py (found {sorted(roots)})")
+    return site / devel_roots[0]
+
+
+def _extract(archive: tarfile.TarFile, member: tarfile.TarInfo, site: Path) -> None:
+    """Regular files with their modes, directories, symlinks kept as the tarball has them (see the module doc)."""
+    target = site / member.name
+    if member.isdir():
+        target.mkdir(parents=True, exist_ok=True)
+    elif member.issym():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        target.symlink_to(member.linkname)
+    elif member.islnk():  # a tar hard link to an earlier member of the same tarball (same package)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(site / _safe_member(member.linkname), target)
+    elif member.isfile():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with archive.extractfile(member) as source:
+            target.write_bytes(source.read())
+        target.chmod(0o755 if member.mode & 0o111 else 0o644)
+    else:
+        raise InstallError(f"{member.name}: unsupported tar member type in the devel tarball")
+
+
+def link_device(site: Path) -> list[Path]:
+    """Each rocm-sdk-device-<isa> wheel overlays its files into _rocm_sdk_libraries/ and ships
+    _rocm_sdk_libraries/.devel_links/<isa>.json ({"links": [{"relpath", "target"}]}, TheRock
+    _therock_utils/py_packaging.py populate_device_files). Link each into the devel tree, record the links in
+    the device wheel's RECORD (as rocm_sdk._devel._reconcile_device_links does), and drop the manifest."""
+    manifests = sorted(site.glob(f"{LIBRARIES_PLATFORM_PREFIX}*/.devel_links/*.json"))
+    if not manifests:
+        raise InstallError(f"no {LIBRARIES_PLATFORM_PREFIX}*/.devel_links/*.json: not a rocm-sdk-device wheel")
+    links = []
+    for manifest in manifests:
+        overlay = manifest.parent.parent
+        devel_root = site / (DEVEL_PLATFORM_PREFIX + overlay.name[len(LIBRARIES_PLATFORM_PREFIX):])
+        manifest_relpath = str(manifest.relative_to(site))
+        dist_info = _dist_info_of(site, manifest_relpath)
+        rows = [row for row in _read_record(dist_info / "RECORD") if row[0] != manifest_relpath]
+        for link in json.loads(manifest.read_text()).get("links", []):
+            destination = devel_root / _safe_member(link["relpath"])
+            resolved = (destination.parent / link["target"]).resolve()
+            if not resolved.is_relative_to(overlay.resolve()) or not resolved.is_file():
+                raise InstallError(f"{manifest.name}: link {link['relpath']} -> {link['target']} does not name a file of this wheel")
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.symlink_to(link["target"])
+            rows.append([str(destination.relative_to(site)), "", ""])
+            links.append(destination)
+        _write_record(dist_info / "RECORD", rows)
+        manifest.unlink()
+        if not any(manifest.parent.iterdir()):
+            manifest.parent.rmdir()
+    return links
+
+
+def main(argv: list[str]) -> int:
+    try:
+        command, site, *rest = argv
+        site = Path(site)
+        python_version = os.environ.get("PYTHON_VERSION") or "{}.{}".format(*sys.version_info[:2])
+        if command == "install":
+            bin_dir, *folders = rest
+            skip = set(filter(None, os.environ.get("ROCM_WHEELS_SKIP", "").split(":")))
+            for folder in folders:
+                install_source(Path(folder), site, Path(bin_dir), python_version, skip)
+        elif command == "expand-devel":
+            expand_devel(site)
+        elif command == "link-device":
+            link_device(site)
+        else:
+            raise ValueError(command)
+    except (InstallError, OSError, ValueError, KeyError, zipfile.BadZipFile, tarfile.TarError) as exc:
+        print(f"rocm_wheels.py: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install this GPU's rocm-sdk-device wheel as pip would and link its files into rocm-sdk's devel tree, as
+# `rocm-sdk init` does. Needs only bash and python3 on the build machine's PATH.
+set -euo pipefail
+
+site="$PREFIX/$SITE_PACKAGES"
+mkdir -p "$site"
+# The wheel also carries _rocm_sdk_libraries/__init__.py (its overlay folder is a Python package); rocm-sdk
+# already installs that file, and two conda packages must not own one path.
+ROCM_WHEELS_SKIP="_rocm_sdk_libraries/__init__.py" \
+    python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" install "$site" "$PREFIX/bin" "$SRC_DIR/wheels/device"
+python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" link-device "$site"
+
+# PyTorch refuses aotriton's kernels on arches aotriton marks experimental unless this is set; only those
+# arches get it, so supported arches keep PyTorch's default behaviour.
+if [[ "$AOTRITON_EXPERIMENTAL" == "1" ]]; then
+    for phase in activate deactivate; do
+        mkdir -p "$PREFIX/etc/conda/$phase.d"
+        cp "$RECIPE_DIR/$phase.sh" "$PREFIX/etc/conda/$phase.d/rocm-sdk-device-aotriton-experimental.sh"
+    done
+fi
+
+ROCM_STACK_PATCHES="" bash "$RECIPE_DIR/../_shared/record-patches.sh" "rocm-sdk-device-$GPU_ARCH"

@@ -1,0 +1,289 @@
+"""Synthetic AMD ROCm 10.1.0 Python artifacts with AMD's exact file names and layout, and a loopback PEP 503 index
+serving them with `#sha256=` fragments. Nothing here reaches AMD.
+
+Layout (TheRock build_tools/packaging/python/templates and _therock_utils/py_packaging.py, read at 89553ce3):
+  rocm-<v>.tar.gz                               sdist: src/rocm_sdk (the `rocm-sdk` CLI), src/rocm.egg-info
+  rocm_sdk_core-<v>-py3-none-linux_x86_64.whl   _rocm_sdk_core/{bin/hipcc, lib/llvm/bin/clang, lib/libamdhip64.so.7,
+                                                include/hip, lib/llvm/amdgcn/bitcode}, rocm_sdk_core/_cli.py,
+                                                console scripts (hipcc, hipconfig, amdclang, ...)
+  rocm_sdk_libraries-<v>-...whl                 _rocm_sdk_libraries/lib/libhipblas.so.3, .kpack/blas_lib.kpm
+  rocm_sdk_devel-<v>-...whl                     rocm_sdk_devel/_devel.tar: _rocm_sdk_devel/ with real devel-only files
+                                                (lib/cmake/hip/hip-config.cmake, sysdeps headers) and relative
+                                                symlinks to everything the runtime wheels carry
+  rocm_sdk_device_<gfx>-<v>-...whl              _rocm_sdk_libraries/.kpack/blas_lib_<gfx>.kpack, kernel DBs,
+                                                _rocm_sdk_libraries/.devel_links/<gfx>.json
+
+The synthetic `rocm_sdk` follows the rules of TheRock's rocm_sdk (rewritten, not copied) that decide whether an
+installed tree works: find_libraries imports _rocm_sdk_core / _rocm_sdk_libraries and globs lib/; `path` and
+`init` treat the devel tree as initialized when _rocm_sdk_devel/__init__.py exists and the tarball is gone, and
+re-link device files (writing into the prefix) whenever a device wheel's RECORD lists a .devel_links manifest
+whose links are not hard links.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import tarfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VERSION = "10.1.0"
+PLATFORM_TAG = "py3-none-linux_x86_64"
+
+ROCM_SDK_INIT = '''
+import importlib, importlib.metadata as md, json
+from pathlib import Path
+__version__ = "{version}"
+LIBRARIES = {{"amdhip64": ("_rocm_sdk_core", "lib", "libamdhip64.so*"),
+             "hipblas": ("_rocm_sdk_libraries", "lib", "libhipblas.so*"),
+             "rocm-openblas": ("_rocm_sdk_core", "lib/host-math/lib", "librocm-openblas.so.*")}}
+
+def find_libraries(*shortnames):
+    paths = []
+    for name in shortnames:
+        package, relpath, pattern = LIBRARIES[name]
+        root = Path(importlib.import_module(package).__file__).parent / relpath
+        found = sorted(root.glob(pattern))
+        if not found:
+            raise FileNotFoundError(f"Could not find rocm library {{name!r}} at {{root}}")
+        paths.append(found[0])
+    return paths
+
+def initialize_process(*, preload_shortnames=None, check_version=None, **kwargs):
+    if check_version and check_version != __version__:
+        raise RuntimeError(f"compiled against {{check_version}}, installed {{__version__}}")
+    return find_libraries(*(preload_shortnames or []))
+
+def get_devel_root():
+    import rocm_sdk_devel
+    pure = Path(rocm_sdk_devel.__file__).parent
+    devel = pure.parent / "_rocm_sdk_devel"
+    if any((pure / t).exists() for t in ("_devel.tar", "_devel.tar.xz")) or not (devel / "__init__.py").exists():
+        raise RuntimeError("devel tree not expanded: rocm-sdk init would write into " + str(pure.parent))
+    for dist in md.distributions(path=[str(pure.parent)]):
+        if not dist.metadata["Name"].startswith("rocm-sdk-device-"):
+            continue
+        for f in dist.files or []:
+            if f.parent.name == ".devel_links" and f.suffix == ".json":
+                for link in json.loads(Path(f.locate()).read_text())["links"]:
+                    dest = devel / link["relpath"]
+                    if dest.is_symlink() or not dest.is_file():
+                        raise RuntimeError("device links are not hard links: rocm-sdk init would rewrite " + str(dest))
+    return devel
+'''
+
+ROCM_SDK_MAIN = '''
+import sys
+from . import __version__, get_devel_root
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["version"]:
+        print(__version__); return 0
+    root = get_devel_root()
+    print({"--root": root, "--bin": root / "bin", "--cmake": root / "lib" / "cmake"}[argv[1]])
+    return 0
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+# What torch's generated _rocm_init.py does (TheRock external-builds/pytorch/build_prod_wheels.py
+# get_rocm_init_contents), with two of its preloads.
+TORCH_ROCM_INIT = '''
+def initialize():
+    import rocm_sdk
+    return rocm_sdk.initialize_process(preload_shortnames=['amdhip64', 'hipblas'], check_version='{version}')
+'''
+
+CORE_CLI = '''
+import os, sys, importlib
+from pathlib import Path
+def _exec(relpath):
+    root = Path(importlib.import_module("_rocm_sdk_devel").__file__).parent
+    os.execv(root / relpath, [str(root / relpath)] + sys.argv[1:])
+def hipcc(): _exec("bin/hipcc")
+def hipconfig(): _exec("bin/hipconfig")
+def amdclang(): _exec("lib/llvm/bin/amdclang")
+'''
+
+CORE_TOOL = "#!/bin/sh\necho \"{name} (synthetic ROCm {version}) $*\"\n"
+
+# runtime files of core and libraries: (wheel, site-packages relative path, content, executable)
+CORE_FILES = {
+    "_rocm_sdk_core/bin/hipcc": (CORE_TOOL, True),
+    "_rocm_sdk_core/bin/hipconfig": ("#!/bin/sh\necho {version}-synthetic\n", True),
+    "_rocm_sdk_core/lib/llvm/bin/clang": (CORE_TOOL, True),
+    "_rocm_sdk_core/lib/llvm/bin/amdclang": (CORE_TOOL, True),
+    "_rocm_sdk_core/lib/libamdhip64.so.7": ("\x7fELF synthetic libamdhip64\n", False),
+    "_rocm_sdk_core/lib/host-math/lib/librocm-openblas.so.0": ("\x7fELF synthetic openblas\n", False),
+    "_rocm_sdk_core/lib/llvm/amdgcn/bitcode/ockl.bc": ("BC synthetic\n", False),
+    "_rocm_sdk_core/include/hip/hip_runtime.h": ("#pragma once\n", False),
+}
+LIBRARIES_FILES = {
+    "_rocm_sdk_libraries/lib/libhipblas.so.3": ("\x7fELF synthetic libhipblas\n", False),
+    "_rocm_sdk_libraries/.kpack/blas_lib.kpm": ("kpack manifest\n", False),
+}
+DEVEL_ONLY_FILES = {
+    "_rocm_sdk_devel/__init__.py": "",
+    "_rocm_sdk_devel/lib/cmake/hip/hip-config.cmake": "set(hip_FOUND TRUE)\n",
+    "_rocm_sdk_devel/lib/rocm_sysdeps/include/libdrm/drm.h": "#pragma once\n",
+}
+
+
+def device_files(gfx: str) -> dict[str, str]:
+    """Relative to _rocm_sdk_libraries/: the kernel pack and a Tensile kernel database for one ISA."""
+    return {f".kpack/blas_lib_{gfx}.kpack": f"kernels for {gfx}\n",
+            f"lib/rocblas/library/TensileLibrary_lazy_{gfx}.dat": f"kernel db for {gfx}\n"}
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def write_wheel(folder: Path, project: str, files: dict[str, tuple[bytes, bool]], entry_points: str = "") -> Path:
+    """A wheel as setuptools/bdist_wheel writes it: files, then NAME-VER.dist-info/{METADATA,WHEEL,RECORD}."""
+    dist = project.replace("-", "_")
+    dist_info = f"{dist}-{VERSION}.dist-info"
+    files = dict(files)
+    files[f"{dist_info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {project}\nVersion: {VERSION}\n".encode(), False)
+    files[f"{dist_info}/WHEEL"] = (f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {PLATFORM_TAG}\n".encode(), False)
+    if entry_points:
+        files[f"{dist_info}/entry_points.txt"] = (entry_points.encode(), False)
+    record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, (data, _) in files.items())
+    record += f"{dist_info}/RECORD,,\n"
+    path = folder / f"{dist}-{VERSION}-{PLATFORM_TAG}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, (data, executable) in files.items():
+            info = zipfile.ZipInfo(name, date_time=(2026, 10, 5, 0, 0, 0))
+            info.external_attr = (0o100755 if executable else 0o100644) << 16
+            archive.writestr(info, data)
+        archive.writestr(zipfile.ZipInfo(f"{dist_info}/RECORD", date_time=(2026, 10, 5, 0, 0, 0)), record)
+    return path
+
+
+def _text(files: dict[str, tuple[str, bool]]) -> dict[str, tuple[bytes, bool]]:
+    return {k: (v.format(name=Path(k).name, version=VERSION).encode(), x) for k, (v, x) in files.items()}
+
+
+def _devel_tar() -> bytes:
+    """_rocm_sdk_devel/: devel-only files verbatim, runtime files as relative symlinks (py_packaging.py
+    populate_devel_files), bin/amdclang as the symlink init preserves."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        def add(name: str, data: bytes | None = None, link: str | None = None, mode: int = 0o644) -> None:
+            info = tarfile.TarInfo(name)
+            info.mtime, info.mode = 0, mode
+            if link is not None:
+                info.type, info.linkname = tarfile.SYMTYPE, link
+                archive.addfile(info)
+            else:
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+        for name, text in DEVEL_ONLY_FILES.items():
+            add(name, text.encode())
+        for runtime in {**CORE_FILES, **LIBRARIES_FILES}:
+            top, relpath = runtime.split("/", 1)
+            depth = len(Path(relpath).parts)
+            add(f"_rocm_sdk_devel/{relpath}", link="/".join([".."] * depth + [top, relpath]))
+        add("_rocm_sdk_devel/bin/amdclang", link="../lib/llvm/bin/amdclang")
+    return buffer.getvalue()
+
+
+def _rocm_sdist(folder: Path) -> Path:
+    top = f"rocm-{VERSION}"
+    members = {
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: rocm\nVersion: {VERSION}\nRequires-Dist: rocm-sdk-core=={VERSION}\n",
+        "setup.py": "raise SystemExit('not run by the recipe')\n",
+        "src/rocm_sdk/__init__.py": ROCM_SDK_INIT.format(version=VERSION),
+        "src/rocm_sdk/__main__.py": ROCM_SDK_MAIN,
+        "src/rocm.egg-info/PKG-INFO": f"Metadata-Version: 2.1\nName: rocm\nVersion: {VERSION}\n",
+        "src/rocm.egg-info/entry_points.txt": "[console_scripts]\nrocm-sdk = rocm_sdk.__main__:main\n",
+        "src/rocm.egg-info/top_level.txt": "rocm_sdk\n",
+    }
+    path = folder / f"rocm-{VERSION}.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for name, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mtime = len(data), 0
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def write_host_artifacts(folder: Path) -> dict[str, Path]:
+    """The four arch-neutral artifacts, keyed like variants/prebuilt.yaml."""
+    folder.mkdir(parents=True, exist_ok=True)
+    core_scripts = "[console_scripts]\n" + "".join(
+        f"{name} = rocm_sdk_core._cli:{name}\n" for name in ("hipcc", "hipconfig", "amdclang"))
+    core = {**_text(CORE_FILES), "_rocm_sdk_core/__init__.py": (b"", False),
+            "rocm_sdk_core/__init__.py": (b"", False), "rocm_sdk_core/_cli.py": (CORE_CLI.encode(), False)}
+    libraries = {**_text(LIBRARIES_FILES), "_rocm_sdk_libraries/__init__.py": (b"", False),
+                 "rocm_sdk_libraries/__init__.py": (b"", False)}
+    devel = {"rocm_sdk_devel/__init__.py": (b"", False), "rocm_sdk_devel/_devel.tar": (_devel_tar(), False)}
+    return {
+        "rocm_sdk_core": write_wheel(folder, "rocm-sdk-core", core, core_scripts),
+        "rocm_sdk_libraries": write_wheel(folder, "rocm-sdk-libraries", libraries),
+        "rocm_sdk_devel": write_wheel(folder, "rocm-sdk-devel", devel),
+        "rocm": _rocm_sdist(folder),
+    }
+
+
+def write_device_wheel(folder: Path, gfx: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {f"_rocm_sdk_libraries/{relpath}": (text.encode(), False) for relpath, text in device_files(gfx).items()}
+    links = [{"relpath": relpath, "target": "/".join([".."] * len(Path(relpath).parts) + ["_rocm_sdk_libraries", relpath])}
+             for relpath in device_files(gfx)]
+    files[f"_rocm_sdk_libraries/.devel_links/{gfx}.json"] = (json.dumps({"version": VERSION, "links": links}).encode(), False)
+    files["_rocm_sdk_libraries/__init__.py"] = (b"", False)  # the overlay folder is a package (setuptools adds it)
+    return write_wheel(folder, f"rocm-sdk-device-{gfx}", files)
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass
+class PrebuiltIndex:
+    """A PEP 503 index in `root`: <root>/<project>/index.html links ../<file>#sha256=<hex>; files at the root."""
+
+    root: Path
+    url: str = ""  # set once served, e.g. http://127.0.0.1:PORT/ (with the trailing slash)
+    files: dict[str, Path] = field(default_factory=dict)  # artifact key (gfx-qualified for devices) -> file
+
+    def add(self, key: str, project: str, path: Path) -> None:
+        self.files[key] = path
+        page = self.root / project / "index.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        links = page.read_text() if page.exists() else ""
+        links += f'<a href="../{path.name}#sha256={sha256_of(path)}">{path.name}</a><br/>\n'
+        page.write_text(links)
+        root_page = self.root / "index.html"
+        projects = sorted({p.parent.name for p in self.root.glob("*/index.html")})
+        root_page.write_text("".join(f'<a href="{p}/">{p}</a><br/>\n' for p in projects))
+
+    def lock_keys(self, gfx: str) -> dict[str, str]:
+        """What the orchestrator merges for one architecture from a complete lock: KEY_url and KEY_sha256."""
+        keys = {}
+        for key, path in self.files.items():
+            if ":" in key:
+                key, arch = key.split(":")
+                if arch != gfx:
+                    continue
+            keys[f"{key}_url"] = self.url + path.name
+            keys[f"{key}_sha256"] = sha256_of(path)
+        return keys
+
+
+def make_index(root: Path, gfxs: list[str]) -> PrebuiltIndex:
+    """Every SDK artifact of 10.1.0 (host + one device wheel per gfx) on one synthetic index."""
+    root.mkdir(parents=True, exist_ok=True)
+    index = PrebuiltIndex(root)
+    projects = {"rocm_sdk_core": "rocm-sdk-core", "rocm_sdk_libraries": "rocm-sdk-libraries",
+                "rocm_sdk_devel": "rocm-sdk-devel", "rocm": "rocm"}
+    for key, path in write_host_artifacts(root).items():
+        index.add(key, projects[key], path)
+    for gfx in gfxs:
+        index.add(f"rocm_sdk_device:{gfx}", f"rocm-sdk-device-{gfx}", write_device_wheel(root, gfx))
+    return index

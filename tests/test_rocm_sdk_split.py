@@ -1,0 +1,234 @@
+"""The real rocm-sdk and rocm-sdk-device recipes built by the orchestrator from synthetic AMD 10.1.0 wheels on a
+loopback index (tests/prebuilt_helpers.py), for two architectures: one host package shared by both, a device
+package per GPU that installs only on that GPU, and an installed environment where rocm_sdk, torch's
+_rocm_init and the source recipes' rocm-env.sh find everything, read-only."""
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrate import runner
+from orchestrate.cli import main
+from orchestrate.options import Options
+from prebuilt_helpers import TORCH_ROCM_INIT, VERSION, make_index, sha256_of
+from source_helpers import CountingServer
+from stack import install, make_workspace, solve
+
+REPO = Path(__file__).resolve().parent.parent
+ARCHS = {"gfx1151": "11.5.1", "gfx1100": "11.0.0"}
+HOST_KEYS = ("rocm_sdk_core", "rocm_sdk_libraries", "rocm_sdk_devel", "rocm")
+SITE = "lib/python3.12/site-packages"
+
+# conda-forge's python, reduced to what the installed tree needs here: bin/python3.12 (the console scripts run
+# it) runs this test's interpreter on the prefix's site-packages.
+PYTHON_STAND_IN = """package: {{name: python, version: "3.12.0"}}
+build:
+  noarch: generic
+  script:
+    - mkdir -p $PREFIX/bin
+    - printf '#!/bin/sh\\nPYTHONPATH="$(dirname "$0")/../lib/python3.12/site-packages" exec {python} "$@"\\n' > $PREFIX/bin/python3.12
+    - chmod +x $PREFIX/bin/python3.12
+"""
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Both architectures built once through `orchestrate build`; yields (workspace, index, outputs)."""
+    tmp = tmp_path_factory.mktemp("split")
+    workspace = make_workspace(tmp)
+    shutil.rmtree(workspace / "recipes")
+    (workspace / "recipes").mkdir()
+    for recipe in ("rocm-sdk", "rocm-sdk-device", "_shared"):
+        shutil.copytree(REPO / "recipes" / recipe, workspace / "recipes" / recipe)
+    (workspace / "recipes/python").mkdir()
+    (workspace / "recipes/python/recipe.yaml").write_text(PYTHON_STAND_IN.format(python=sys.executable))
+    shutil.copy(REPO / "variants/shared.yaml", workspace / "variants/shared.yaml")
+    index = make_index(tmp / "index", list(ARCHS))
+    with CountingServer(index.root) as server:
+        index.url = server.url + "/"
+        _write_lock(workspace, index)
+        outputs = {}
+        for arch in ARCHS:
+            result = _orchestrate(workspace, "build", f"rocm-sdk-device-{arch}", "--arch", arch, "--no-tests",
+                                  *_device_variant_args(index, arch))
+            assert result.returncode == 0, result.stdout + result.stderr
+            outputs[arch] = result.stdout
+        yield workspace, index, outputs, server
+
+
+def _orchestrate(workspace: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("ORCHESTRATE_ARCH", None)
+    return subprocess.run([sys.executable, "-m", "orchestrate", args[0], "--quiet", *args[1:]], cwd=workspace, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _write_lock(workspace: Path, index) -> None:
+    """The complete lock for the synthetic index, given two ways: the host keys as variant values (the
+    placeholders' slots in shared.yaml) and variants/prebuilt(-lock).yaml in DESIGN's format, for an
+    orchestrator that merges the lock itself. Both carry the same values."""
+    shared = workspace / "variants/shared.yaml"
+    data = yaml.safe_load(shared.read_text())
+    for key, value in index.lock_keys("gfx1151").items():
+        if not key.startswith("rocm_sdk_device"):
+            data[key] = [value]
+    shared.write_text(yaml.safe_dump(data, sort_keys=False))
+    declared = yaml.safe_load((REPO / "variants/prebuilt.yaml").read_text())
+    declared["index"] = index.url
+    (workspace / "variants/prebuilt.yaml").write_text(yaml.safe_dump(declared, sort_keys=False))
+    artifacts = {key: {"file": index.files[key].name, "url": index.url + index.files[key].name,
+                       "sha256": sha256_of(index.files[key])} for key in HOST_KEYS}
+    artifacts["rocm_sdk_device"] = {
+        arch: {"file": index.files[f"rocm_sdk_device:{arch}"].name,
+               "url": index.url + index.files[f"rocm_sdk_device:{arch}"].name,
+               "sha256": sha256_of(index.files[f"rocm_sdk_device:{arch}"])} for arch in ARCHS}
+    (workspace / "variants/prebuilt-lock.yaml").write_text(yaml.safe_dump({"index": index.url, "artifacts": artifacts}))
+
+
+def _device_variant_args(index, arch: str, sha256: str | None = None) -> list[str]:
+    keys = index.lock_keys(arch)
+    return ["--variant", f"rocm_sdk_device_url={keys['rocm_sdk_device_url']}",
+            "--variant", f"rocm_sdk_device_sha256={sha256 or keys['rocm_sdk_device_sha256']}"]
+
+
+def _packages(workspace: Path, pattern: str) -> list[Path]:
+    return sorted((workspace / "channel").glob(f"*/{pattern}"))
+
+
+def test_one_host_package_serves_both_architectures(built):
+    workspace, index, outputs, server = built
+    [host] = _packages(workspace, "rocm-sdk-10.1.0-*.conda")
+    assert _packages(workspace, f"rocm-sdk-device-gfx1151-{VERSION}-gfx1151_*.conda")
+    assert _packages(workspace, f"rocm-sdk-device-gfx1100-{VERSION}-gfx1100_*.conda")
+    assert server.downloads[index.files["rocm_sdk_core"].name] == 1  # built once, for gfx1151
+    records = {arch: solve(workspace / "channel", [f"rocm-sdk-device-{arch}"], isa) for arch, isa in ARCHS.items()}
+    picked = {arch: [(str(r.build), r.sha256.hex()) for r in recs if r.name.normalized == "rocm-sdk"]
+              for arch, recs in records.items()}
+    assert picked["gfx1151"] == picked["gfx1100"] == [(host.name.split("-")[-1][:-len(".conda")], sha256_of(host))]
+
+
+def test_each_device_package_installs_only_on_its_gpu(built):
+    workspace, *_ = built
+    assert solve(workspace / "channel", ["rocm-sdk-device-gfx1100"], "11.0.0")
+    with pytest.raises(Exception):
+        solve(workspace / "channel", ["rocm-sdk-device-gfx1151"], "11.0.0")
+    with pytest.raises(Exception):
+        solve(workspace / "channel", ["rocm-sdk-device-gfx1100"], "11.5.1")
+
+
+@pytest.fixture(scope="module")
+def installed(built, tmp_path_factory):
+    workspace, *_ = built
+    prefix = tmp_path_factory.mktemp("env") / "prefix"
+    install(workspace / "channel", ["rocm-sdk-device-gfx1151"], "11.5.1", prefix)
+    # what a read-only shared environment looks like: nothing below may write into it
+    for path in [prefix, *prefix.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    yield prefix
+    for path in [prefix, *prefix.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | stat.S_IWUSR)
+
+
+def _run(prefix: Path, *command: str) -> str:
+    return subprocess.run(command, capture_output=True, text=True, check=True, cwd=prefix,
+                          env={"PATH": f"{prefix}/bin:/usr/bin:/bin"}).stdout.strip()
+
+
+def test_rocm_sdk_finds_the_initialized_devel_tree_read_only(installed):
+    prefix = installed
+    root = prefix / SITE / "_rocm_sdk_devel"
+    assert _run(prefix, f"{prefix}/bin/rocm-sdk", "path", "--root") == str(root)
+    assert (Path(_run(prefix, f"{prefix}/bin/rocm-sdk", "path", "--cmake")) / "hip/hip-config.cmake").is_file()
+    assert _run(prefix, f"{prefix}/bin/rocm-sdk", "version") == VERSION
+    assert not list((prefix / SITE / "rocm_sdk_devel").glob("_devel.tar*"))
+    # hipcc on PATH is core's console script; it runs the devel tree's hipcc (a link into _rocm_sdk_core)
+    assert _run(prefix, f"{prefix}/bin/hipcc", "--version").startswith("hipcc (synthetic ROCm")
+
+
+def test_pip_sees_every_rocm_distribution(installed):
+    code = ("import importlib.metadata as m, sys; "
+            "print(sorted((d.metadata['Name'], d.version) for d in m.distributions(path=[sys.argv[1]])))")
+    names = _run(installed, sys.executable, "-c", code, str(installed / SITE))
+    assert names == str(sorted((n, VERSION) for n in (
+        "rocm", "rocm-sdk-core", "rocm-sdk-devel", "rocm-sdk-device-gfx1151", "rocm-sdk-libraries")))
+
+
+def test_torch_rocm_init_finds_the_libraries(installed):
+    code = TORCH_ROCM_INIT.format(version=VERSION) + "\nprint('\\n'.join(map(str, initialize())))"
+    found = _run(installed, f"{installed}/bin/python3.12", "-c", code).splitlines()
+    assert found == [f"{installed / SITE}/_rocm_sdk_core/lib/libamdhip64.so.7",
+                     f"{installed / SITE}/_rocm_sdk_libraries/lib/libhipblas.so.3"]
+
+
+def test_device_files_are_in_the_libraries_overlay_and_linked_into_devel(installed):
+    site = installed / SITE
+    kpack = site / "_rocm_sdk_libraries/.kpack/blas_lib_gfx1151.kpack"
+    assert kpack.read_text() == "kernels for gfx1151\n"
+    linked = site / "_rocm_sdk_devel/.kpack/blas_lib_gfx1151.kpack"
+    assert linked.is_symlink() and linked.resolve() == kpack.resolve()
+    assert not list(site.rglob("*gfx1100*"))
+    assert not (site / "_rocm_sdk_libraries/.devel_links").exists()
+
+
+def test_rocm_env_finds_hipcc_clang_and_cmake_configs(installed):
+    script = (f'export PREFIX="{installed}" GPU_ARCH=gfx1151; source "{REPO}/recipes/_shared/rocm-env.sh"; '
+              'command -v hipcc; echo "$HIP_CLANG_PATH"; echo "${CMAKE_PREFIX_PATH%%:*}"; echo "$HIP_DEVICE_LIB_PATH"')
+    hipcc, clang_dir, cmake_prefix, bitcode = _run(installed, "bash", "-c", script).splitlines()
+    root = installed / SITE / "_rocm_sdk_devel"
+    assert hipcc == f"{root}/bin/hipcc" and os.access(hipcc, os.X_OK)
+    assert Path(clang_dir, "clang").is_file()
+    assert Path(cmake_prefix, "lib/cmake/hip/hip-config.cmake").is_file()
+    assert Path(bitcode, "ockl.bc").is_file()
+
+
+def test_rocm_env_names_the_missing_device_package(installed):
+    script = f'export PREFIX="{installed}" GPU_ARCH=gfx1100; source "{REPO}/recipes/_shared/rocm-env.sh"'
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines() == [
+        "rocm-env.sh: no gfx1100 device code under $PREFIX; add rocm-sdk-device-${{ gpu_arch }} to requirements.host"]
+
+
+def test_a_hash_mismatch_names_url_expected_and_actual(built):
+    workspace, index, _, _ = built
+    wrong = "0" * 63 + "1"
+    result = _orchestrate(workspace, "build", "rocm-sdk-device-gfx1100", "--arch", "gfx1100", "--no-tests",
+                          "--variant", "rocm_sdk_device_sha256=" + wrong,
+                          "--variant", "rocm_sdk_device_url=" + index.lock_keys("gfx1100")["rocm_sdk_device_url"])
+    assert result.returncode != 0
+    wheel = index.files["rocm_sdk_device:gfx1100"]
+    for part in (wheel.name, wrong, sha256_of(wheel)):
+        assert part in result.stdout + result.stderr
+
+
+def test_unlocked_artifacts_reach_the_runner_as_empty_lock_keys():
+    """Recipe side of "no hash, no download": every SDK source takes url and sha256 from one lock key pair, so
+    an artifact the lock lacks arrives as KEY_sha256 == "" (which the runner refuses)."""
+    options = Options(workspace=REPO, channel=Path("/nonexistent/channel"), arch="gfx1151", source_channels=[])
+    steps = {s.output.name: s.output for s in runner.make_plan(options).steps}
+    for name, keys in (("rocm-sdk", HOST_KEYS), ("rocm-sdk-device-gfx1151", ("rocm_sdk_device",))):
+        output = steps[name]
+        urls = [str(s["url"]) for s in output.rendered["source"]]
+        assert urls == [output.variant[f"{key}_url"] for key in keys]
+        for key in keys:
+            assert f"{key}_sha256" in output.variant
+
+
+def test_host_recipe_renders_the_same_for_every_architecture():
+    from orchestrate.architectures import ArchitectureTable
+    seen = set()
+    for arch in ArchitectureTable.load(REPO / "variants").names():
+        options = Options(workspace=REPO, channel=Path("/nonexistent/channel"), arch=arch, source_channels=[])
+        [host] = [s.output for s in runner.make_plan(options).steps if s.output.name == "rocm-sdk"]
+        seen.add((host.version, host.build_string, host.input_hash))
+        assert "gpu_arch" not in host.variant
+    assert len(seen) == 1
