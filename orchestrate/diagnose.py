@@ -152,7 +152,7 @@ def _last_request_solved(log: list[str]) -> bool:
 def _resolve_again(channels: list[str], specs: list[str], platform: str, virtual: list[str]) -> str | None:
     """py-rattler's own error for the same request, or None when it solves now."""
     import rattler
-    from rattler import GenericVirtualPackage, PackageName, Version
+    from rattler import BuildString, GenericVirtualPackage, PackageName, Version
 
     sources = [rattler.Channel(c) for c in channels if _still_there(c)]
     packages = []
@@ -160,7 +160,7 @@ def _resolve_again(channels: list[str], specs: list[str], platform: str, virtual
         name, _, rest = item.partition("=")
         version, _, build = rest.partition("=")
         try:
-            packages.append(GenericVirtualPackage(PackageName(name), Version(version or "0"), build or "0"))
+            packages.append(GenericVirtualPackage(PackageName(name), Version(version or "0"), BuildString(build or "0")))
         except Exception:  # an entry py-rattler cannot parse would only make the answer less precise
             continue
     platforms = [platform, "noarch"] if platform and platform != "noarch" else ["noarch"]

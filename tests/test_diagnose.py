@@ -6,9 +6,10 @@ import asyncio
 import socket
 from pathlib import Path
 
+import pytest
 from rattler.index import index_fs
 
-from orchestrate import channels, diagnose
+from orchestrate import channels, diagnose, resolve
 from source_helpers import CountingServer, make_git_repo
 
 FIX_CHANNEL = "check the network or a proxy, or set source_channels to a mirror in orchestrate.toml"
@@ -49,7 +50,14 @@ def failed_line(result, package: str) -> str:
     return lines[0]
 
 
-def test_an_unreachable_channel_is_named(orchestrate, workspace):
+@pytest.fixture
+def channel_breaks_after_presolve(monkeypatch):
+    """The channels answered the pre-solve (resolve.py) and fail only when rattler-build asks: the build's
+    own error must still name the cause. (The pre-solve's messages: test_orchestrate_resolve.py.)"""
+    monkeypatch.setattr(resolve, "check_plan", lambda plan, options: resolve.Resolution())
+
+
+def test_an_unreachable_channel_is_named(orchestrate, workspace, channel_breaks_after_presolve):
     dead = f"http://127.0.0.1:{closed_port()}/conda-forge"
     use_channels(workspace, dead)
     require(workspace, "zlib")
@@ -59,7 +67,7 @@ def test_an_unreachable_channel_is_named(orchestrate, workspace):
     assert "Failed to resolve dependencies" not in line
 
 
-def test_a_package_in_no_channel_is_named(orchestrate, workspace, tmp_path):
+def test_a_package_in_no_channel_is_named(orchestrate, workspace, tmp_path, channel_breaks_after_presolve):
     mirror = empty_channel(tmp_path / "mirror")
     use_channels(workspace, str(mirror))
     require(workspace, "no-such-package >=1")
@@ -68,7 +76,7 @@ def test_a_package_in_no_channel_is_named(orchestrate, workspace, tmp_path):
     assert str(mirror) in line and "source_channels" in line
 
 
-def test_a_folder_that_is_no_channel_is_named(orchestrate, workspace, tmp_path):
+def test_a_folder_that_is_no_channel_is_named(orchestrate, workspace, tmp_path, channel_breaks_after_presolve):
     served = tmp_path / "served"
     (served / "just-files").mkdir(parents=True)
     require(workspace, "zlib")
