@@ -44,15 +44,19 @@ def anchored(channel: str, folder: Path) -> str:
     return str((folder / text).resolve())
 
 
+def as_rattler(channel: str):
+    """The rattler.Channel a string names. root_dir is given each time: py-rattler's default is the working
+    directory at the time rattler was imported, not the current one."""
+    import rattler
+
+    return rattler.Channel(str(channel), rattler.ChannelConfig(root_dir=os.getcwd()))
+
+
 def base_url(channel: str) -> str:
     """The channel's URL without a trailing slash (`conda-forge` -> https://conda.anaconda.org/conda-forge).
     A string rattler cannot read as a channel is returned as written: the solve then says what is wrong."""
-    import rattler
-
     try:
-        # root_dir given each time: py-rattler's default is the working directory when it was imported.
-        config = rattler.ChannelConfig(root_dir=os.getcwd())
-        return str(rattler.Channel(str(channel), config).base_url).rstrip("/")
+        return str(as_rattler(channel).base_url).rstrip("/")
     except Exception:  # rattler's ParseChannelError and friends
         return str(channel).rstrip("/")
 

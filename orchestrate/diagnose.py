@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from .channels import (FIX_CHANNEL, HTTP_STATUS, UNREACHABLE, channel_problem, display_names, local_folder,  # noqa: F401
-                       name_of, users_channels)
+from .channels import (FIX_CHANNEL, HTTP_STATUS, UNREACHABLE, as_rattler, channel_problem,  # noqa: F401 (FIX_CHANNEL)
+                       display_names, local_folder, name_of, users_channels)
 
 SOLVE_FAILED = "Failed to resolve dependencies"
 RESOLVE_TIMEOUT_S = 60  # asking the channels again must not hold a failed build up for long
@@ -154,7 +154,7 @@ def _resolve_again(channels: list[str], specs: list[str], platform: str, virtual
     import rattler
     from rattler import BuildString, GenericVirtualPackage, PackageName, Version
 
-    sources = [rattler.Channel(c) for c in channels if _still_there(c)]
+    sources = [as_rattler(c) for c in channels if _still_there(c)]
     packages = []
     for item in virtual:
         name, _, rest = item.partition("=")

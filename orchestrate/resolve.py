@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import graph
+from . import graph, runner
 from .channel import Channel
-from .channels import channel_problem, display_names
+from .channels import FIX_CHANNEL, as_rattler, base_url, channel_problem, display_names
 from .errors import UserError
 from .options import Options
 from .recipes import Output
+from .ui import Reporter
 
 PLATFORM, NOARCH = "linux-64", "noarch"
 QUERY_TIMEOUT_S = 300  # conda-forge's repodata for a few hundred names, on a slow link
@@ -75,11 +76,9 @@ class Resolution:
         return reasons
 
 
-def check_plan(plan, options: Options) -> Resolution:
+def check_plan(plan: runner.Plan, options: Options) -> Resolution:
     """Solve every environment of every package `plan` will build; an unreachable channel is a UserError
     (one line: nothing else can be decided without it)."""
-    from . import runner  # runner calls into this module; import here to keep the cycle out of import time
-
     building = [s.output for s in plan.steps if s.state == runner.BUILD]
     if not building:
         return Resolution()
@@ -91,11 +90,9 @@ def check_plan(plan, options: Options) -> Resolution:
         return asyncio.run(_check(environments(building), plan, Path(scratch), users, plan.arch.isa))
 
 
-def require_resolvable(plan, options: Options, reporter) -> None:
+def require_resolvable(plan: runner.Plan, options: Options, reporter: Reporter) -> None:
     """Before the first build: when the plan cannot be completed, stop with nothing built (exit 2); with
     --keep-going, say what cannot be completed, mark it (and what needs it) blocked, and build the rest."""
-    from . import runner
-
     resolution = check_plan(plan, options)
     if resolution.ok:
         return
@@ -207,11 +204,11 @@ def _test_environments(test: dict) -> list[tuple[str, list[str]]]:
     return []  # package_contents and the like install nothing
 
 
-async def _check(envs: list[Environment], plan, scratch: Path, users: list[str], isa: str) -> Resolution:
+async def _check(envs: list[Environment], plan: runner.Plan, scratch: Path, users: list[str], isa: str) -> Resolution:
     import rattler
 
     names = display_names(users)
-    sources = [rattler.Channel(str(scratch))] + [rattler.Channel(c) for c in users]
+    sources = [as_rattler(c) for c in [str(scratch)] + users]
     searched = ", ".join([PLAN_CHANNEL] + users)
     gateway = rattler.Gateway()  # one for every solve: each channel's repodata is fetched once
     wanted = sorted({_name(s) for env in envs for s in env.specs} - {""})
@@ -220,8 +217,7 @@ async def _check(envs: list[Environment], plan, scratch: Path, users: list[str],
             gateway.query(sources, [PLATFORM, NOARCH], [n for n in wanted if not n.startswith("__")], recursive=False),
             QUERY_TIMEOUT_S)
     except asyncio.TimeoutError:
-        raise UserError(f"the channels ({', '.join(users)}) did not answer within {QUERY_TIMEOUT_S} s: "
-                        "check the network or a proxy, or set source_channels to a mirror in orchestrate.toml")
+        raise UserError(f"the channels ({', '.join(users)}) did not answer within {QUERY_TIMEOUT_S} s: {FIX_CHANNEL}")
     except Exception as exc:  # GatewayError: a channel that cannot be reached or is no channel
         raise UserError(channel_problem(str(exc), names) or f"the channels could not be read ({_first(exc)})")
     by_channel = _records_by_channel(found, [str(scratch)] + users)
@@ -264,7 +260,8 @@ async def _check(envs: list[Environment], plan, scratch: Path, users: list[str],
              f"the {env.kind} environment of {env.package.name} cannot be solved: {flat[:300]}: "
              f"fix the requirements in {_recipe(env.package)}")
 
-    blocked = graph.dependents_of(outputs, set(result.problems))
+    building = {env.package.name for env in envs}
+    blocked = graph.dependents_of(outputs, set(result.problems)) & building
     for output in outputs:
         if output.name in blocked and output.name not in result.blocked:
             needs = sorted(_needed_problems(output, outputs, set(result.problems)))
@@ -295,8 +292,6 @@ def _missing(spec: str, by_channel: list[tuple[str, dict]], names: dict[str, str
 
 def _records_by_channel(found, channels: list[str]) -> list[tuple[str, dict]]:
     """[(channel base URL, {name: records})] in priority order."""
-    from .channels import base_url
-
     ordered = [(base_url(c), {}) for c in channels]
     index = {url: table for url, table in ordered}
     for records in found:
