@@ -178,8 +178,10 @@ def variant_pinned(spec: str, variant: dict[str, str]) -> str:
     """rattler-build pins a bare build or host requirement named like a variant key (`python` with
     `python: 3.12`) to that key's value."""
     name = spec.strip()
-    value = variant.get(name)
-    return f"{name} {value}.*" if value and " " not in name else spec
+    value = str(variant.get(name) or "")
+    if not value or " " in name:
+        return spec
+    return f"{name} {value}" if any(c in value for c in " *<>=!,") else f"{name} {value}.*"
 
 
 def exact_spec(output: Output) -> str:
