@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import clean, doctor, fetch, pins, runner
+from . import clean, doctor, fetch, pins, resolve, runner
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
@@ -129,6 +129,8 @@ def cmd_build(args, reporter: Reporter) -> int:
         runner.report_recovery(recovery, reporter)
         if recovery.changed:
             plan = runner.make_plan(options, packages)  # what was recovered is up to date now
+        # Every environment solved before the first build: a missing requirement stops here, in seconds.
+        resolve.require_resolvable(plan, options, reporter)
         if any(s.state == runner.BUILD for s in plan.steps):
             SourceCache(options.source_cache).ensure_writable()
         if options.offline:
@@ -185,6 +187,12 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     else:
         plans = [runner.make_plan(options, args.packages)]
     SourceCache(options.source_cache).ensure_writable()
+    # Requirements first: seconds, where the sources may take an hour. A channel that cannot be reached
+    # stops here; a requirement no channel has is reported and the sources are still fetched (a recipe
+    # fix changes no source), so one run tells everything.
+    unresolved = fetch.unresolved_requirements(plans, options)
+    for line in unresolved:
+        reporter.error(f"error: {line}")
     reporter.info(f"source cache: {options.source_cache}")
     results = []
     with clean.work_area(options):
@@ -193,8 +201,10 @@ def cmd_fetch(args, reporter: Reporter) -> int:
                 results += fetch.fetch_sources(run, options)
     fetch.report(results, reporter)
     failed = [r for r in results if r.state == fetch.FAILED]
-    if failed:
-        raise UserError(f"{len(failed)} source(s) failed (see above): fix them before building")
+    problems = [f"{len(failed)} source(s) failed"] if failed else []
+    problems += [f"{len(unresolved)} requirement(s) cannot be resolved"] if unresolved else []
+    if problems:
+        raise UserError(f"{' and '.join(problems)} (see above): fix them before building")
     return 0
 
 

@@ -13,25 +13,18 @@ import datetime
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from urllib.parse import urlparse
+
+from .channels import (FIX_CHANNEL, HTTP_STATUS, UNREACHABLE, as_rattler, channel_problem,  # noqa: F401 (FIX_CHANNEL)
+                       display_names, local_folder, name_of, users_channels)
 
 SOLVE_FAILED = "Failed to resolve dependencies"
 RESOLVE_TIMEOUT_S = 60  # asking the channels again must not hold a failed build up for long
-# Texts that mean "nothing answered" in reqwest's, curl's (git) and the resolver's own words.
-UNREACHABLE = re.compile(
-    r"error sending request|Request failed after \d+ retries|dns error|failed to lookup address|"
-    r"Could not resolve host|Connection refused|couldn't connect|Failed to connect|timed out|"
-    r"Name or service not known|No route to host|Network is unreachable|tcp connect error", re.I)
-HTTP_STATUS = re.compile(r"HTTP status (?:client|server) error \((\d{3})[^)]*\)")
 FETCH_FAILED = re.compile(r"^Failed to fetch from (\S+?):? (.*)$", re.M)
 GIT_FAILED = re.compile(r"Git fetch failed: failed to fetch (\S+?):? (.*)", re.S)
 CHECKSUM = re.compile(r"(sha256|md5) checksum validation failed for \"?[^\"\n]+\"?\s+expected:\s*(\w+)\s+actual:\s*(\w+)")
 PATCH_APPLYING = re.compile(r"Applying patch:? (.+)")
 MISSING_REV = re.compile(r"could not find a branch, tag, or commit named `([^`]+)` in `([^`]+)`")
-URL_IN_ERROR = re.compile(r"for url \((\S+?)\)")
 NO_CANDIDATES = re.compile(r"No candidates were found for (.+?)\.?\s*$", re.M)
-MISSING_SUBDIR = re.compile(r"could not find subdir '([^']+)' in channel '([^']+)'")
-FIX_CHANNEL = "check the network or a proxy, or set source_channels to a mirror in orchestrate.toml"
 FIX_SOURCE = ("check the network or a proxy (HTTPS_PROXY), or run `orchestrate fetch` where it can be reached "
               "and share the source cache (--source-cache)")
 
@@ -98,7 +91,7 @@ def _solve_problem(log: list[str], package: str, source_channels: Sequence[str],
     """Why the last environment in the log could not be solved; with `channels_only`, only a channel
     that cannot be reached or is no channel counts (the solve may have worked and something else failed)."""
     channels, specs, platform, virtual = _last_solve_request(log)
-    names = _channel_names(source_channels)
+    names = display_names(source_channels)
     what = f"{package}'s requirements" if package else "the requirements"
     if channels_only and _last_request_solved(log):
         return None
@@ -111,25 +104,14 @@ def _solve_problem(log: list[str], package: str, source_channels: Sequence[str],
         flaky = any(line.startswith("Retry attempt") for line in log)
         cause = "a channel did not answer in time" if flaky else "the channels answered when asked again"
         return f"{what} could not be resolved ({cause}): run the same command again"
-    subdir = MISSING_SUBDIR.search(problem)
-    if subdir:
-        name = _name_of(subdir.group(2), names)
-        return (f"{name} is not a conda channel (no {subdir.group(1)}/repodata.json at {subdir.group(2)}): "
-                "fix source_channels in orchestrate.toml")
-    if UNREACHABLE.search(problem):
-        url = URL_IN_ERROR.search(problem)
-        name = _name_of(_channel_of(url.group(1), channels) if url else "", names) if url else "a channel"
-        return f"{name} cannot be reached: {FIX_CHANNEL}"
-    status = HTTP_STATUS.search(problem)
-    if status:
-        url = URL_IN_ERROR.search(problem)
-        name = _name_of(_channel_of(url.group(1), channels), names) if url else "a channel"
-        return f"{name} answered HTTP {status.group(1)}: check its URL (and credentials) in source_channels"
+    channel = channel_problem(problem, names)
+    if channel:
+        return channel
     missing = NO_CANDIDATES.search(problem)
     if missing:
         spec = missing.group(1).strip()
         spec = spec[:-2] if spec.endswith(" *") else spec
-        searched = ", ".join(_name_of(c, names) for c in _users_channels(channels)) or "no channel"
+        searched = ", ".join(name_of(c, names) for c in users_channels(channels)) or "no channel"
         return (f"{spec} (needed by {package or 'this package'}) is in none of the channels ({searched}): "
                 "add a channel that has it to source_channels in orchestrate.toml, or fix the requirement")
     first = " ".join(problem.replace("Cannot solve the request because of:", "").split())
@@ -170,15 +152,15 @@ def _last_request_solved(log: list[str]) -> bool:
 def _resolve_again(channels: list[str], specs: list[str], platform: str, virtual: list[str]) -> str | None:
     """py-rattler's own error for the same request, or None when it solves now."""
     import rattler
-    from rattler import GenericVirtualPackage, PackageName, Version
+    from rattler import BuildString, GenericVirtualPackage, PackageName, Version
 
-    sources = [rattler.Channel(c) for c in channels if not _is_missing_folder(c)]
+    sources = [as_rattler(c) for c in channels if _still_there(c)]
     packages = []
     for item in virtual:
         name, _, rest = item.partition("=")
         version, _, build = rest.partition("=")
         try:
-            packages.append(GenericVirtualPackage(PackageName(name), Version(version or "0"), build or "0"))
+            packages.append(GenericVirtualPackage(PackageName(name), Version(version or "0"), BuildString(build or "0")))
         except Exception:  # an entry py-rattler cannot parse would only make the answer less precise
             continue
     platforms = [platform, "noarch"] if platform and platform != "noarch" else ["noarch"]
@@ -196,45 +178,8 @@ def _resolve_again(channels: list[str], specs: list[str], platform: str, virtual
     return None
 
 
-def _channel_names(source_channels: Sequence[str]) -> dict[str, str]:
-    """Each source channel's base URL -> what the user wrote (`conda-forge` for its full URL)."""
-    import rattler
-
-    names = {}
-    for name in source_channels:
-        try:
-            names[_norm(rattler.Channel(str(name)).base_url)] = str(name)
-        except Exception:
-            names[_norm(str(name))] = str(name)
-    return names
-
-
-def _channel_of(url: str, channels: list[str]) -> str:
-    """The listed channel a failing request URL belongs to (the longest matching prefix)."""
-    matches = [c for c in channels if url.startswith(_norm(c))]
-    return max(matches, key=len) if matches else url
-
-
-def _name_of(channel: str, names: dict[str, str]) -> str:
-    return names.get(_norm(channel), _norm(channel))
-
-
-def _norm(url: str) -> str:
-    return url.rstrip("/")
-
-
-def _local_path(channel: str) -> Path | None:
-    parsed = urlparse(channel)
-    if parsed.scheme == "file":
-        return Path(parsed.path)
-    return Path(channel) if not parsed.scheme else None
-
-
-def _is_missing_folder(channel: str) -> bool:
-    path = _local_path(channel)
-    return path is not None and not path.is_dir()
-
-
-def _users_channels(channels: list[str]) -> list[str]:
-    """The channels a user chose: rattler-build lists its own output folder first."""
-    return channels[1:] if channels and _local_path(channels[0]) is not None else channels
+def _still_there(channel: str) -> bool:
+    """A folder channel that is gone (rattler-build's output folder goes with the work folder) is left out
+    of the second solve; a channel name or URL is always asked (`conda-forge` is no folder: issue 13.4)."""
+    folder = local_folder(channel)
+    return folder is None or folder.is_dir()

@@ -25,7 +25,8 @@ from urllib.parse import urlparse
 
 from . import detect, runner
 from .architectures import Architecture, ArchitectureTable
-from .diagnose import FIX_CHANNEL, FIX_SOURCE
+from .channels import FIX_CHANNEL, base_url, local_folder
+from .diagnose import FIX_SOURCE
 from .errors import UserError
 from .estimates import GIB, existing_parent, format_bytes
 from .options import ARCH_ENV, GIB_PER_JOB, Options, default_max_jobs, options_from_args
@@ -303,8 +304,8 @@ def channel_check(channel: str, probe: Probe) -> Check:
     parsed = urlparse(channel)
     if parsed.scheme in ("s3", "prefix", "quetz", "artifactory", "anaconda"):
         return Check("channel", OK, f"{channel}: not probed ({parsed.scheme} channels are checked when used)")
-    if parsed.scheme == "file" or (not parsed.scheme and (channel.startswith((".", "/", "~")))):
-        path = Path(parsed.path if parsed.scheme == "file" else channel).expanduser()
+    path = local_folder(channel)
+    if path is not None:
         if (path / "noarch" / "repodata.json").is_file():
             return Check("channel", OK, f"{channel} is a channel")
         return Check("channel", FAIL, f"{channel} is not a conda channel (no noarch/repodata.json)",
@@ -429,9 +430,7 @@ def summary_line(arch: str | None, checks: list[Check]) -> str:
 
 def _channel_url(channel: str) -> str:
     """A channel's base URL with a trailing slash: names like conda-forge expand as pixi expands them."""
-    import rattler
-
-    return str(rattler.Channel(channel).base_url).rstrip("/") + "/"
+    return base_url(channel) + "/"
 
 
 def _host_url(location: str) -> str | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rattler_build import ToolConfiguration, VariantConfig
 
-from . import diagnose
+from . import diagnose, resolve
 from .builder import discard_work, new_work_folder
 from .options import Options
 from .recipes import Output, load_recipe_yaml, rerender
@@ -55,6 +55,15 @@ def unique_runs(plans) -> list[RecipeRun]:
             key = (str(output.recipe_path), repr(sources_of(output.rendered)))
             seen.setdefault(key, RecipeRun(output, plan.config))
     return list(seen.values())
+
+
+def unresolved_requirements(plans, options: Options) -> list[str]:
+    """Every requirement of the plans' builds that no channel provides (one line each, no repeats across
+    architectures); a channel that cannot be reached raises UserError."""
+    lines: list[str] = []
+    for plan in plans:
+        lines += [line for line in resolve.check_plan(plan, options).lines() if line not in lines]
+    return lines
 
 
 def fetch_sources(run: RecipeRun, options: Options) -> list[SourceResult]:

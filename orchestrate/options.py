@@ -7,6 +7,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .channels import anchored
 from .errors import UserError
 
 CONFIG_FILE = "orchestrate.toml"
@@ -121,7 +122,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
     if getattr(args, "no_source_channels", False):
         sources = []
     else:
-        sources = args.source_channel or config.get("source_channels", list(DEFAULT_SOURCE_CHANNELS))
+        written = args.source_channel or config.get("source_channels", list(DEFAULT_SOURCE_CHANNELS))
+        sources = [anchored(c, Path.cwd() if args.source_channel else workspace) for c in written]
     return Options(
         workspace=workspace,
         channel=channel.resolve(),

@@ -192,6 +192,13 @@ def _plan_step(output: Output, channel: Channel, will_build: set[str]) -> Step:
     return Step(output, BUILD, (reasons or ["inputs changed"]) + output.notes)
 
 
+def block(plan: Plan, reasons: dict[str, str]) -> None:
+    """Steps that cannot be completed (resolve.py found why, before any build) are not built."""
+    for step in plan.steps:
+        if step.state == BUILD and step.output.name in reasons:
+            step.state, step.reasons = BLOCKED, [reasons[step.output.name]]
+
+
 def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[BuildCache] = ()) -> list[Step]:
     channel = Channel(options.channel)
     failed: set[str] = set()
@@ -297,5 +304,9 @@ def summarize(steps: list[Step], reporter: Reporter, arch: str) -> None:
 
 def raise_if_failed(steps: list[Step]) -> None:
     bad = [s for s in steps if s.state in (FAILED, BLOCKED, NOT_RUN)]
+    failed = len([s for s in bad if s.state == FAILED])
+    if failed:
+        raise BuildFailed(f"{failed} package(s) failed")
     if bad:
-        raise BuildFailed(f"{len([s for s in bad if s.state == FAILED])} package(s) failed")
+        raise BuildFailed(f"{len(bad)} package(s) were not built: their requirements, or those of a package they "
+                          "need, cannot be resolved (see the summary)")

@@ -6,9 +6,10 @@ import asyncio
 import socket
 from pathlib import Path
 
+import pytest
 from rattler.index import index_fs
 
-from orchestrate import diagnose
+from orchestrate import channels, diagnose, resolve
 from source_helpers import CountingServer, make_git_repo
 
 FIX_CHANNEL = "check the network or a proxy, or set source_channels to a mirror in orchestrate.toml"
@@ -49,7 +50,14 @@ def failed_line(result, package: str) -> str:
     return lines[0]
 
 
-def test_an_unreachable_channel_is_named(orchestrate, workspace):
+@pytest.fixture
+def channel_breaks_after_presolve(monkeypatch):
+    """The channels answered the pre-solve (resolve.py) and fail only when rattler-build asks: the build's
+    own error must still name the cause. (The pre-solve's messages: test_orchestrate_resolve.py.)"""
+    monkeypatch.setattr(resolve, "check_plan", lambda plan, options: resolve.Resolution())
+
+
+def test_an_unreachable_channel_is_named(orchestrate, workspace, channel_breaks_after_presolve):
     dead = f"http://127.0.0.1:{closed_port()}/conda-forge"
     use_channels(workspace, dead)
     require(workspace, "zlib")
@@ -59,7 +67,7 @@ def test_an_unreachable_channel_is_named(orchestrate, workspace):
     assert "Failed to resolve dependencies" not in line
 
 
-def test_a_package_in_no_channel_is_named(orchestrate, workspace, tmp_path):
+def test_a_package_in_no_channel_is_named(orchestrate, workspace, tmp_path, channel_breaks_after_presolve):
     mirror = empty_channel(tmp_path / "mirror")
     use_channels(workspace, str(mirror))
     require(workspace, "no-such-package >=1")
@@ -68,7 +76,7 @@ def test_a_package_in_no_channel_is_named(orchestrate, workspace, tmp_path):
     assert str(mirror) in line and "source_channels" in line
 
 
-def test_a_folder_that_is_no_channel_is_named(orchestrate, workspace, tmp_path):
+def test_a_folder_that_is_no_channel_is_named(orchestrate, workspace, tmp_path, channel_breaks_after_presolve):
     served = tmp_path / "served"
     (served / "just-files").mkdir(parents=True)
     require(workspace, "zlib")
@@ -113,11 +121,26 @@ def test_a_missing_git_commit_is_not_called_unreachable(orchestrate, workspace, 
 
 def test_channel_names_are_what_the_user_wrote():
     """`conda-forge` is how users write https://conda.anaconda.org/conda-forge, and how errors name it."""
-    names = diagnose._channel_names(["conda-forge", "http://127.0.0.1:9/mirror/"])
+    names = channels.display_names(["conda-forge", "http://127.0.0.1:9/mirror/"])
     assert names["https://conda.anaconda.org/conda-forge"] == "conda-forge"
     url = "https://conda.anaconda.org/conda-forge/linux-64/repodata_shards.msgpack.zst"
-    channels = ["file:///work/out/", "https://conda.anaconda.org/conda-forge/"]
-    assert diagnose._name_of(diagnose._channel_of(url, channels), names) == "conda-forge"
+    assert channels.name_of(url, names) == "conda-forge"
+    assert channels.name_of("http://127.0.0.1:9/mirror/noarch/repodata.json", names) == "http://127.0.0.1:9/mirror/"
+
+
+def test_channel_names_are_never_folders(tmp_path, monkeypatch):
+    """rattler's rule: names (also with a slash) are channels under the alias; ./, .., ~/, / and file:// are
+    folders. A folder named like the channel in the current directory changes nothing."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "conda-forge").mkdir()
+    for name in ("conda-forge", "bioconda", "my-org/label", "https://conda.anaconda.org/conda-forge", "s3://b/c"):
+        assert channels.local_folder(name) is None, name
+    assert channels.local_folder("./mirror") == tmp_path / "mirror"
+    assert channels.local_folder("/srv/channel") == Path("/srv/channel")
+    assert channels.local_folder("file:///srv/channel") == Path("/srv/channel")
+    assert channels.local_folder("~/channel") == Path.home() / "channel"
+    assert channels.anchored("./mirror", Path("/ws")) == "/ws/mirror"
+    assert channels.anchored("conda-forge", Path("/ws")) == "conda-forge"
 
 
 def test_the_log_names_the_last_environment_solved():
