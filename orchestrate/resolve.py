@@ -213,7 +213,7 @@ async def _check(envs: list[Environment], plan: runner.Plan, scratch: Path, user
     sources = [as_rattler(c) for c in [str(scratch)] + users]
     searched = ", ".join([PLAN_CHANNEL] + users)
     gateway = rattler.Gateway()  # one for every solve: each channel's repodata is fetched once
-    wanted = sorted({_name(s) for env in envs for s in env.specs} - {""})
+    wanted = sorted({_name(s) for env in envs for s in env.specs + env.requirements} - {""})
     try:
         found = await asyncio.wait_for(
             gateway.query(sources, [PLATFORM, NOARCH], [n for n in wanted if not n.startswith("__")], recursive=False),

@@ -50,6 +50,17 @@ def summary_row(out: str, package: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith(f"{package} ")]
 
 
+def test_a_run_requirement_already_in_the_channel_resolves(orchestrate, workspace):
+    """A rebuild whose run requirement is up to date (so not in the plan's builds) and named nowhere else
+    in its environments: found in the local channel, not reported missing."""
+    add_requirement(workspace, "vllm", "run", "rocm-stack-check")
+    assert orchestrate("build-all", "--arch", ARCH).code == 0
+    recipe = workspace / "recipes/vllm/recipe.yaml"
+    recipe.write_text(recipe.read_text() + "# a script change: vllm alone is rebuilt\n")
+    result = orchestrate("build-all", "--arch", ARCH)
+    assert result.code == 0, result.err
+
+
 # --- a requirement that no channel has ------------------------------------------------------------------
 
 def test_build_all_refuses_at_once_naming_the_requirement_and_package(orchestrate, workspace, channel):
