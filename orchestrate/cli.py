@@ -115,9 +115,9 @@ def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
         o = step.output
         state = {runner.BUILD: "will build", runner.SKIP: "skipped"}.get(step.state, step.state)
         expected = step.estimate.shown() if step.estimate else "-"
-        rows.append([str(n), o.name, o.version, o.build_string, state, step.origin, expected, "; ".join(step.reasons)])
+        rows.append([str(n), o.name, o.version, o.build_string, state, expected, step.origin, "; ".join(step.reasons)])
     reporter.table(f"Plan for {plan.arch.name} ({plan.arch.product})",
-                   ["#", "package", "version", "build", "state", "from", "expected", "why"], rows)
+                   ["#", "package", "version", "build", "state", "expected", "from", "why"], rows)
     total, unknown = runner.expected_total(plan)
     builds = sum(1 for s in plan.steps if s.state == runner.BUILD)
     if builds == unknown and builds:

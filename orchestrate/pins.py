@@ -124,12 +124,17 @@ def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = amd.DEF
     path = amd.write_lock(prebuilt, result, table.names())
     locked = sum(1 for e in result.entries.values() for x in (e.values() if isinstance(e, dict) else [e])
                  if isinstance(x, amd.Locked))
-    absent = [x.reason for e in result.entries.values() if isinstance(e, dict) for x in e.values()
-              if isinstance(x, amd.Absent)]
+    absent = {key: [arch for arch, x in e.items() if isinstance(x, amd.Absent)]
+              for key, e in result.entries.items() if isinstance(e, dict)}
+    count = sum(len(archs) for archs in absent.values())
     reporter.line(f"wrote {path}: {locked} file(s) pinned by sha256 from {prebuilt.index}"
-                  + (f", {len(absent)} absent" if absent else "") + "; commit it")
-    for reason in absent:
-        reporter.line(f"absent: {reason} (that architecture builds PyTorch from source)")
+                  + (f", {count} absent" if count else "") + "; commit it")
+    for key, archs in absent.items():
+        if archs:
+            project = prebuilt.artifacts[key].project.replace("{gpu_arch}", "<gfx>")
+            then = ("those architectures build PyTorch from source" if prebuilt.artifacts[key].pytorch
+                    else "those architectures cannot use this artifact")
+            reporter.line(f"absent: the index has no {project} for {', '.join(archs)} ({then})")
     for problem in result.problems:
         reporter.error(problem)
     return result.problems

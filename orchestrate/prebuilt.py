@@ -175,6 +175,16 @@ class Prebuilt:
                 return f"{self.lock_path.name} records that {found.reason}"
         return None
 
+    def absent_notes(self, values: dict[str, Any], arch: str) -> list[str]:
+        """Per-arch artifacts other than PyTorch's that the lock records absent: nothing replaces them."""
+        notes = []
+        for artifact in self.artifacts.values():
+            found = self.entry(artifact, values, arch) if artifact.per_arch and not artifact.pytorch else None
+            if isinstance(found, Absent):
+                notes.append(f"{self.lock_path.name} records that {found.reason}: {artifact.key} cannot be "
+                             f"downloaded for {arch} (a newer release may have it: change the pin, then `{LOCK_COMMAND}`)")
+        return notes
+
     def urls(self, values: dict[str, Any], arch: str) -> set[str]:
         keys = self.variant_keys(values, arch)
         return {v for k, v in keys.items() if k.endswith(URL_SUFFIX)}

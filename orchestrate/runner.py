@@ -17,9 +17,9 @@ from .detect import choose_arch
 from .errors import BuildFailed, UserError
 from .estimates import DiskNeed, Estimate, check_disk, disk_needs, estimate_for, recorded_builds, this_host
 from .options import Options
-from .prebuilt import LOCK_COMMAND, LOCK_FILE, PYTORCH_FROM, SOURCE, origin_of
+from .prebuilt import LOCK_COMMAND, LOCK_FILE, PYTORCH_FROM, SHA256_SUFFIX, SOURCE, URL_SUFFIX, origin_of
 from .recipes import Output, VariantChoice, compute_input_hashes, render_all, variant_choice
-from .sources import Source, SourceCache, sources_of
+from .sources import ZERO_SHA256, Source, SourceCache, sources_of
 from .ui import Progress, Reporter
 
 UP_TO_DATE, BUILD, SKIP, NOT_NEEDED = "up to date", "build", "skip", "not needed"
@@ -75,6 +75,7 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
     config = choice.config
     outputs = render_all(options, config, arch)
     notes = _explain_pytorch_from(outputs, choice)
+    notes += choice.prebuilt.absent_notes(choice.values, arch.name) if choice.prebuilt else []
     order = graph.build_order(outputs)
     _skip_dependents_of_skipped(order)
     compute_input_hashes(outputs, order)
@@ -102,7 +103,7 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
         if step.state == BUILD:
             will_build.add(output.name)
             step.estimate = estimate_for(output, history)
-            step.reasons += [_unpinned_text(output.name, s) for s in unpinned_sources([step])]
+            step.reasons += [_unpinned_text(output.name, s) for s in _unpinned(output)]
         steps.append(step)
     return Plan(arch, steps, outputs, config, choice, notes)
 
@@ -125,8 +126,16 @@ def _explain_pytorch_from(outputs: list[Output], choice: VariantChoice) -> list[
 
 def unpinned_sources(steps: list[Step]) -> list[tuple[str, Source]]:
     """(package, source) for every url source a build would download with no sha256 or md5 to check it by."""
-    return [(s.output.name, source) for s in steps if s.state == BUILD
-            for source in sources_of(s.output.rendered) if source.kind == "url" and not source.pinned]
+    return [(s.output.name, source) for s in steps if s.state == BUILD for source in _unpinned(s.output)]
+
+
+def _unpinned(output: Output) -> list[Source]:
+    """Url sources without a checksum: none written, or a `KEY_sha256` variant key left empty by an incomplete
+    lock (rendered as 64 zeros, which a recipe that writes them out means as a wrong checksum, not as none)."""
+    unlocked = {output.variant.get(key[:-len(SHA256_SUFFIX)] + URL_SUFFIX) for key, value in output.variant.items()
+                if key.endswith(SHA256_SUFFIX) and value == ""}
+    return [s for s in sources_of(output.rendered) if s.kind == "url"
+            and (not s.pin or (s.pin == ZERO_SHA256 and s.location in unlocked))]
 
 
 def _unpinned_text(package: str, source: Source) -> str:

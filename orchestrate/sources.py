@@ -19,8 +19,8 @@ from .errors import UserError
 
 LINK_NAME = "src_cache"  # where rattler-build looks for its source cache inside an output folder
 METADATA = ".metadata"
-# py-rattler-build renders `sha256: ""` (an unlocked prebuilt artifact) as 64 zeros: no checksum at all.
-NO_SHA256 = "0" * 64
+# py-rattler-build renders `sha256: ""` (an unlocked prebuilt artifact's KEY_sha256) as 64 zeros.
+ZERO_SHA256 = "0" * 64
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,6 @@ class Source:
     pin: str  # sha256 (or md5) for url, rev for git, "" for path
     patches: tuple[str, ...] = ()
     target_directory: str = ""
-
-    @property
-    def pinned(self) -> bool:
-        """A url source with a real checksum; git and path sources pin themselves (rev, local file)."""
-        return self.kind != "url" or (bool(self.pin) and self.pin != NO_SHA256)
 
     @property
     def location(self) -> str:
