@@ -125,6 +125,10 @@ class ArchitectureTable:
                 )
         except (KeyError, TypeError, AttributeError) as exc:
             raise UserError(f"{path}: malformed architecture table ({exc!r}); compare with an existing row")
+        for arch in archs.values():
+            if arch.prebuilt_torch.value not in ("yes", "no") or (arch.prebuilt_torch.value == "no" and not arch.prebuilt_torch.why):
+                raise UserError(f"{path}: {arch.name}: prebuilt_torch is {{value: yes|no, why: ...}} (a `no` needs its why "
+                                "and source): fix the row")
         return cls(archs, path)
 
     def get(self, name: str) -> Architecture:
