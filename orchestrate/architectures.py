@@ -44,6 +44,8 @@ class Architecture:
     capabilities: dict[str, Capability]
     opt_ins: dict[str, str] = field(default_factory=dict)  # flag -> why
     apu: bool = False  # integrated GPU: its memory is system RAM through GTT, capped by the kernel
+    # Whether AMD's index publishes PyTorch and the ROCm device wheel for this architecture, and why we think so
+    prebuilt_torch: Capability = Capability("prebuilt_torch", "yes", "not declared in the table: assumed yes")
 
     @property
     def flash_attn_backends(self) -> list[str]:
@@ -117,9 +119,16 @@ class ArchitectureTable:
                     capabilities=caps,
                     opt_ins=flags,
                     apu=bool(row.get("apu", False)),
+                    **({"prebuilt_torch": Capability("prebuilt_torch", str(row["prebuilt_torch"]["value"]),
+                                                     row["prebuilt_torch"].get("why", ""))}
+                       if "prebuilt_torch" in row else {}),
                 )
         except (KeyError, TypeError, AttributeError) as exc:
             raise UserError(f"{path}: malformed architecture table ({exc!r}); compare with an existing row")
+        for arch in archs.values():
+            if arch.prebuilt_torch.value not in ("yes", "no") or (arch.prebuilt_torch.value == "no" and not arch.prebuilt_torch.why):
+                raise UserError(f"{path}: {arch.name}: prebuilt_torch is {{value: yes|no, why: ...}} (a `no` needs its why "
+                                "and source): fix the row")
         return cls(archs, path)
 
     def get(self, name: str) -> Architecture:

@@ -54,8 +54,14 @@ def make_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="the build order and what each package needs")
     _common(plan)
     plan.add_argument("packages", nargs="*", metavar="PKG")
-    build_all = sub.add_parser("build-all", help="build every package the architecture gets")
+    plan.add_argument("--all", action="store_true", dest="everything",
+                      help="plan every recipe, not only what rocm-stack needs")
+    build_all = sub.add_parser("build-all", help="build rocm-stack and everything it needs (add PKG to build more)")
     _common(build_all, build=True)
+    build_all.add_argument("packages", nargs="*", metavar="PKG",
+                           help="also build these (e.g. composable-kernel), with what they need")
+    build_all.add_argument("--all", action="store_true", dest="everything",
+                           help="build every recipe the architecture gets, not only what rocm-stack needs")
     build = sub.add_parser("build", help="build packages and whatever they need")
     _common(build, build=True)
     build.add_argument("packages", nargs="+", metavar="PKG")
@@ -87,20 +93,31 @@ def make_parser() -> argparse.ArgumentParser:
 
 def cmd_plan(args, reporter: Reporter) -> int:
     options = options_from_args(args)
-    plan = runner.make_plan(options, args.packages)
+    plan = _make_plan(args, options)
     show_plan(plan, reporter)
     return 0
 
 
+def _make_plan(args, options: Options) -> runner.Plan:
+    """`build` and `plan PKG` plan the named packages; `build-all` (and `plan`) the default closure plus
+    any named package, or every recipe with --all."""
+    packages = list(getattr(args, "packages", None) or [])
+    if args.command == "build-all" or (args.command == "plan" and getattr(args, "everything", False)):
+        return runner.make_plan(options, None, also=packages, everything=getattr(args, "everything", False))
+    return runner.make_plan(options, packages)
+
+
 def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
+    for note in plan.notes:
+        reporter.line(note)
     rows = []
     for n, step in enumerate(plan.steps, 1):
         o = step.output
         state = {runner.BUILD: "will build", runner.SKIP: "skipped"}.get(step.state, step.state)
         expected = step.estimate.shown() if step.estimate else "-"
-        rows.append([str(n), o.name, o.version, o.build_string, state, expected, "; ".join(step.reasons)])
+        rows.append([str(n), o.name, o.version, o.build_string, state, expected, step.origin, "; ".join(step.reasons)])
     reporter.table(f"Plan for {plan.arch.name} ({plan.arch.product})",
-                   ["#", "package", "version", "build", "state", "expected", "why"], rows)
+                   ["#", "package", "version", "build", "state", "expected", "from", "why"], rows)
     total, unknown = runner.expected_total(plan)
     builds = sum(1 for s in plan.steps if s.state == runner.BUILD)
     if builds == unknown and builds:
@@ -116,10 +133,13 @@ def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
 def cmd_build(args, reporter: Reporter) -> int:
     options = options_from_args(args)
     packages = getattr(args, "packages", None)
-    plan = runner.make_plan(options, packages)
+    plan = _make_plan(args, options)
     if options.dry_run:
         show_plan(plan, reporter)
         return 0
+    if runner.unpinned_sources(plan.steps) and not options.offline and pins.lock_first(options, plan, reporter):
+        plan = _make_plan(args, options)
+    runner.check_sources_pinned(plan)
     channel = Channel(options.channel)
     if any(s.state == runner.BUILD for s in plan.steps) or channel.exists():
         channel.check_writable()
@@ -128,7 +148,7 @@ def cmd_build(args, reporter: Reporter) -> int:
         recovery = runner.recover_channel(plan, options, channel)
         runner.report_recovery(recovery, reporter)
         if recovery.changed:
-            plan = runner.make_plan(options, packages)  # what was recovered is up to date now
+            plan = _make_plan(args, options)  # what was recovered is up to date now
         # Every environment solved before the first build: a missing requirement stops here, in seconds.
         resolve.require_resolvable(plan, options, reporter)
         if any(s.state == runner.BUILD for s in plan.steps):
@@ -186,6 +206,8 @@ def cmd_fetch(args, reporter: Reporter) -> int:
         plans = [runner.make_plan(dataclasses.replace(options, arch=a), args.packages) for a in table.names()]
     else:
         plans = [runner.make_plan(options, args.packages)]
+    for plan in plans:
+        runner.check_sources_pinned(plan)
     SourceCache(options.source_cache).ensure_writable()
     # Requirements first: seconds, where the sources may take an hour. A channel that cannot be reached
     # stops here; a requirement no channel has is reported and the sources are still fetched (a recipe

@@ -60,7 +60,8 @@ def source_problem(text: str, owner: str = "", recipe: str = "the recipe") -> st
         kind, expected, actual = checksum.groups()
         fetched = FETCH_FAILED.findall(text)
         url = fetched[-1][0] if fetched else "the source"
-        return f"{kind} mismatch for {url}: expected {expected}, actual {actual}: fix the {kind} in {recipe} or the URL"
+        return (f"{kind} mismatch for {url}: expected {expected}, actual {actual}: fix the {kind} in {recipe} (or, for "
+                f"AMD's artifacts, re-run `orchestrate pins --lock` and review variants/prebuilt-lock.yaml's diff) or the URL")
     missing = MISSING_REV.search(text)
     if missing:
         return f"commit {missing.group(1)} not found in {missing.group(2)}: fix the rev in {recipe}"

@@ -20,6 +20,7 @@ from . import diagnose, resolve
 from .builder import discard_work, new_work_folder
 from .options import Options
 from .recipes import Output, load_recipe_yaml, rerender
+from .runner import NOT_NEEDED
 from .sources import Source, SourceCache, sources_of
 from .ui import Reporter
 
@@ -50,7 +51,7 @@ def unique_runs(plans) -> list[RecipeRun]:
     for plan in plans:
         for step in plan.steps:
             output = step.output
-            if output.skipped:
+            if output.skipped or step.state == NOT_NEEDED:  # outside the default closure: not built
                 continue
             key = (str(output.recipe_path), repr(sources_of(output.rendered)))
             seen.setdefault(key, RecipeRun(output, plan.config))

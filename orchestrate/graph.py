@@ -44,6 +44,29 @@ def closure(outputs: list[Output], wanted: list[str]) -> list[Output]:
     return [o for o in outputs if o.name in keep]
 
 
+def needed_by(outputs: list[Output], targets: list[str]) -> dict[str, str]:
+    """Every package the targets need, transitively, each with why it is in: the target itself, or the
+    first target that needs it and through which package (breadth first, so the shortest path)."""
+    by_name: dict[str, list[Output]] = {}
+    for o in outputs:
+        by_name.setdefault(o.name, []).append(o)
+    closure(outputs, targets)  # names an unknown target
+    why: dict[str, str] = {}
+    for target in targets:
+        if target in why:
+            continue
+        why[target] = "the default target" if target == targets[0] else "asked for"
+        queue = [(target, None)]
+        while queue:
+            name, via = queue.pop(0)
+            for dep in sorted({d for o in by_name[name] for d in o.requires if d in by_name}):
+                if dep not in why:
+                    hop = via or name
+                    why[dep] = f"{target} needs it" + (f" (through {hop})" if hop != target else "")
+                    queue.append((dep, dep if name == target else hop))
+    return why
+
+
 def dependents_of(outputs: list[Output], failed: set[str]) -> set[str]:
     """Every package that needs a failed one, directly or not."""
     blocked = set()

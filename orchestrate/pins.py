@@ -20,18 +20,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from . import prebuilt as amd
+from .architectures import ArchitectureTable
 from .errors import UserError
-from .options import ARCH_ENV, find_workspace
+from .options import ARCH_ENV, Options, find_workspace
 from .sources import Source
 from .ui import Reporter
 from .upstreams import ADVISORY, Component, Coupling, Pins, ReleaseSource, Upstreams, parse_version, read_pins
 
 PYPI_URL_ENV = "ORCHESTRATE_PYPI_URL"
 GIT_BASE_ENV = "ORCHESTRATE_GIT_BASE"
+AMD_INDEX_ENV = "ORCHESTRATE_AMD_INDEX"  # where `pins` reads AMD's releases (default: variants/prebuilt.yaml's index)
 DEFAULT_PYPI_URL = "https://pypi.org/pypi"
 DEFAULT_GIT_BASE = "https://github.com"
 DEFAULT_TIMEOUT = 10.0
@@ -79,10 +83,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per lookup (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines")
+    parser.add_argument("--lock", action="store_true",
+                        help=f"pin AMD's prebuilt artifacts (variants/{amd.PREBUILT_FILE}) by the sha256 their index "
+                             f"publishes, into variants/{amd.LOCK_FILE} (commit it)")
 
 
 def run(args, reporter: Reporter) -> int:
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
+    if args.lock:
+        return 1 if lock_workspace(workspace, reporter, args.timeout) else 0
     pypi_url = (args.pypi_url or os.environ.get(PYPI_URL_ENV) or DEFAULT_PYPI_URL).rstrip("/")
     git_base = (args.git_base or os.environ.get(GIT_BASE_ENV) or DEFAULT_GIT_BASE).rstrip("/")
     if not pypi_url.startswith(("http://", "https://")):
@@ -95,11 +104,100 @@ def run(args, reporter: Reporter) -> int:
     if lookups and all(lk.unreachable for lk in lookups.values()):
         raise UserError(f"cannot reach PyPI or GitHub ({pypi_url}, {git_base}): check the network or a proxy")
     report = make_report(upstreams, pins, lookups, pypi_url, git_base)
+    report["amd_index"] = amd_index_rows(workspace, pins, args.timeout)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         show(report, reporter)
     return 0 if report["ok"] else 1
+
+
+def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = amd.DEFAULT_TIMEOUT) -> list[str]:
+    """`pins --lock`: read the index, write the lock, say what could not be locked (one line each)."""
+    variants = workspace / "variants"
+    prebuilt = amd.Prebuilt.load(variants)
+    if prebuilt is None:
+        raise UserError(f"{variants / amd.PREBUILT_FILE} does not exist: nothing to lock (it declares AMD's artifacts)")
+    table = ArchitectureTable.load(variants)
+    shared = _shared_values(variants)
+    result = amd.lock(prebuilt, table.names(), lambda arch: shared, timeout)
+    path = amd.write_lock(prebuilt, result, table.names())
+    locked = sum(1 for e in result.entries.values() for x in (e.values() if isinstance(e, dict) else [e])
+                 if isinstance(x, amd.Locked))
+    absent = {key: [arch for arch, x in e.items() if isinstance(x, amd.Absent)]
+              for key, e in result.entries.items() if isinstance(e, dict)}
+    count = sum(len(archs) for archs in absent.values())
+    reporter.line(f"wrote {path}: {locked} file(s) pinned by sha256 from {prebuilt.index}"
+                  + (f", {count} absent" if count else "") + "; commit it")
+    for key, archs in absent.items():
+        if archs:
+            project = prebuilt.artifacts[key].project.replace("{gpu_arch}", "<gfx>")
+            then = ("those architectures build PyTorch from source" if prebuilt.artifacts[key].pytorch
+                    else "those architectures cannot use this artifact")
+            reporter.line(f"absent: the index has no {project} for {', '.join(archs)} ({then})")
+    for problem in result.problems:
+        reporter.error(problem)
+    return result.problems
+
+
+def lock_first(options: Options, plan, reporter: Reporter) -> bool:
+    """build-all on a networked run with an incomplete lock: lock first, saying so. True when it locked."""
+    prebuilt = plan.choice.prebuilt if plan.choice else None
+    if prebuilt is None:
+        return False
+    reporter.line(f"locking AMD artifacts from {prebuilt.index}: variants/{amd.LOCK_FILE} does not pin every file "
+                  "this build downloads")
+    try:
+        lock_workspace(options.workspace, reporter)
+    except UserError as exc:
+        raise UserError(f"{exc} (or run `{amd.LOCK_COMMAND}` where the index can be reached and commit "
+                        f"variants/{amd.LOCK_FILE})") from None
+    return True
+
+
+def _shared_values(variants: Path) -> dict:
+    path = variants / "shared.yaml"
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"{path} cannot be read ({exc.__class__.__name__}): fix or restore it")
+
+
+def amd_index_rows(workspace: Path, pins: Pins, timeout: float) -> list[dict]:
+    """AMD's newest stable ROCm (the `rocm` project) and torch, for the line we pin and overall."""
+    prebuilt = amd.Prebuilt.load(workspace / "variants")
+    if prebuilt is None:
+        return []
+    rocm_pin = pins.versions.get("rocm_sdk_version", "")
+    torch_pin = pins.versions.get("pytorch_version", "")
+    index = os.environ.get(AMD_INDEX_ENV) or prebuilt.index
+    rows = []
+    for label, project, pinned, line in (
+            ("ROCm (rocm)", "rocm", rocm_pin, None),
+            (f"torch {_series(torch_pin)}.*+rocm{_series(rocm_pin)}.*", "torch", f"{torch_pin}+rocm{rocm_pin}",
+             (_series(torch_pin), _series(rocm_pin))),
+            ("torch (any)", "torch", torch_pin, ())):
+        row = {"what": label, "pinned": pinned, "newest": None, "error": ""}
+        try:
+            files = amd.read_project(index, project, timeout)
+        except amd.IndexUnreachable as exc:
+            row["error"] = f"cannot reach {index} ({exc})"
+        except LookupError as exc:
+            row["error"] = str(exc)
+        else:
+            versions = [v for v in amd.versions_of(files or [], project) if not v.is_prerelease and not v.is_devrelease]
+            if line:
+                versions = [v for v in versions if v.public.startswith(line[0] + ".")
+                            and (v.local or "").startswith(f"rocm{line[1]}.")]
+            row["newest"] = str(versions[-1]) if versions else None
+            if files is None:
+                row["error"] = f"{index} has no project {project}"
+        rows.append(row)
+    return rows
+
+
+def _series(version: str) -> str:
+    return ".".join(version.split(".")[:2])
 
 
 def look_up(upstreams: Upstreams, pins: Pins, pypi_url: str, git_base: str, timeout: float) -> dict[tuple, Lookup]:
@@ -369,6 +467,11 @@ def show(report: dict, reporter: Reporter) -> None:
         detail = row["detail"] + (f"; {row['newest_needs']}" if row["newest_needs"] else "")
         rows.append([row["pins"][0] + " <-> " + row["pins"][1], row["rule"], pinned, row["state"], detail])
     reporter.table("Couplings (pins that move together)", ["pins", "rule", "pinned", "state", "upstream says"], rows)
+    if report.get("amd_index"):
+        rows = [[r["what"], r["pinned"], r["newest"] or "-", r["error"] or ("current" if r["newest"] == r["pinned"] else
+                                                                          "newer available" if r["newest"] else "none found")]
+                for r in report["amd_index"]]
+        reporter.table("AMD's index (variants/prebuilt.yaml)", ["release", "pinned", "newest stable", "state"], rows)
     newer = [r["component"] for r in report["components"] if r["state"] == NEWER]
     broken = [" <-> ".join(r["pins"]) for r in report["couplings"] if r["state"] == BROKEN]
     failed = [r["component"] for r in report["components"] if r["state"] == ERROR]

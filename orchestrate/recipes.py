@@ -20,6 +20,7 @@ from rattler_build import RenderedVariant, Stage0Recipe, VariantConfig
 from .architectures import SHARED_VARIANTS_FILE, Architecture, ArchitectureTable, stale_variant_files, variant_file_path
 from .errors import UserError
 from .options import Options
+from .prebuilt import MI100_FA_FLAG, PYTORCH_FROM, Prebuilt, PytorchChoice, choose_pytorch_from
 
 RECIPE_FILE = "recipe.yaml"
 SHARED_SCRIPTS = "_shared"
@@ -79,7 +80,48 @@ def discover(recipes_dir: Path) -> list[Path]:
     return sorted(p for p in recipes_dir.glob(f"*/{RECIPE_FILE}") if p.parent.name != SHARED_SCRIPTS)
 
 
+@dataclass
+class VariantChoice:
+    """The variant config an architecture renders with, and what the orchestrator decided in it."""
+
+    config: VariantConfig
+    pytorch: PytorchChoice | None  # None where the recipes have no `pytorch_from` key
+    prebuilt: Prebuilt | None  # None where the workspace declares no prebuilt artifacts
+    values: dict[str, Any]
+
+
 def variant_config(options: Options, table: ArchitectureTable, arch: Architecture) -> VariantConfig:
+    return variant_choice(options, table, arch).config
+
+
+def variant_choice(options: Options, table: ArchitectureTable, arch: Architecture) -> VariantChoice:
+    """shared.yaml + <arch>.yaml + --variant, then what the orchestrator merges over them: the effective
+    `pytorch_from` and the prebuilt artifacts' `KEY_url` / `KEY_sha256` for this architecture."""
+    config = _declared_config(options, table, arch)
+    defaults = config.to_dict()
+    if options.variant_overrides:
+        override_yaml = "\n".join(f"{k}: [{json.dumps(_typed(v))}]" for k, v in options.variant_overrides.items())
+        config = config.merge(VariantConfig.from_yaml(override_yaml))
+    values = config.to_dict()
+    prebuilt = Prebuilt.load(options.variants_dir)
+    decided: dict[str, Any] = {}
+    pytorch = None
+    if PYTORCH_FROM in values:
+        pytorch = choose_pytorch_from(arch, str(_first_value(defaults[PYTORCH_FROM])), options.variant_overrides.get(PYTORCH_FROM),
+                                      _typed(str(_first_value(values.get(MI100_FA_FLAG, False)))) is True, prebuilt, values)
+        decided[PYTORCH_FROM] = pytorch.value
+    if prebuilt is not None:
+        decided.update(prebuilt.variant_keys(values, arch.name))
+    if decided:
+        config = config.merge(VariantConfig.from_yaml("\n".join(f"{k}: [{json.dumps(v)}]" for k, v in decided.items())))
+    return VariantChoice(config, pytorch, prebuilt, config.to_dict())
+
+
+def _first_value(value: Any) -> Any:
+    return value[0] if isinstance(value, list) and value else value
+
+
+def _declared_config(options: Options, table: ArchitectureTable, arch: Architecture) -> VariantConfig:
     stale = stale_variant_files(table, options.variants_dir)
     if stale:
         raise UserError(
@@ -98,8 +140,6 @@ def variant_config(options: Options, table: ArchitectureTable, arch: Architectur
                 raise UserError(f"--variant {key} is not offered for {arch.name}: it applies to {', '.join(offered)} only")
             if key not in known:
                 raise UserError(f"unknown variant key '{key}' for {arch.name}: known keys are {', '.join(sorted(known))}")
-        override_yaml = "\n".join(f"{k}: [{json.dumps(_typed(v))}]" for k, v in options.variant_overrides.items())
-        config = config.merge(VariantConfig.from_yaml(override_yaml))
     return config
 
 
@@ -267,8 +307,9 @@ def _hashable_recipe(stage1: dict) -> dict:
     if isinstance(script, dict) and isinstance(script.get("env"), dict):
         for knob in BUILD_KNOBS:
             script["env"].pop(knob, None)
-    if isinstance(data.get("extra"), dict):  # time and disk estimates (estimates.py) do not change the package
+    if isinstance(data.get("extra"), dict):  # estimates (estimates.py) and the plan's origin label do not change the package
         data["extra"].pop("estimate", None)
+        data["extra"].pop("origin", None)  # where plan says it comes from: the sources themselves are hashed
     build_reqs = (data.get("requirements") or {}).get("build")
     if isinstance(build_reqs, list):  # a compiler cache in the build env changes speed, not output
         data["requirements"]["build"] = [r for r in build_reqs if str(r).split()[0] not in COMPILER_CACHES]

@@ -17,11 +17,15 @@ from .detect import choose_arch
 from .errors import BuildFailed, UserError
 from .estimates import DiskNeed, Estimate, check_disk, disk_needs, estimate_for, recorded_builds, this_host
 from .options import Options
-from .recipes import Output, compute_input_hashes, render_all, variant_config
-from .sources import Source, SourceCache, sources_of
+from .prebuilt import LOCK_COMMAND, LOCK_FILE, PYTORCH_FROM, SHA256_SUFFIX, SOURCE, URL_SUFFIX, origin_of
+from .recipes import Output, VariantChoice, compute_input_hashes, render_all, variant_choice
+from .sources import ZERO_SHA256, Source, SourceCache, sources_of
 from .ui import Progress, Reporter
 
-UP_TO_DATE, BUILD, SKIP = "up to date", "build", "skip"
+UP_TO_DATE, BUILD, SKIP, NOT_NEEDED = "up to date", "build", "skip", "not needed"
+# What `build-all` builds by default: this metapackage and everything it needs. A workspace without it
+# (the test graph) builds every recipe.
+DEFAULT_TARGET = "rocm-stack"
 BUILT, CACHED, FAILED, BLOCKED, NOT_RUN = "built", "from cache", "failed", "blocked", "not built"
 
 
@@ -33,6 +37,7 @@ class Step:
     seconds: float = 0.0
     log_path: Path | None = None
     estimate: Estimate | None = None  # for steps that will build
+    origin: str = ""  # prebuilt wheel, source build, metapackage (prebuilt.origin_of)
 
 
 @dataclass
@@ -41,6 +46,8 @@ class Plan:
     steps: list[Step]
     outputs: list[Output]
     config: VariantConfig  # what the outputs were rendered with; builds render with the same
+    choice: VariantChoice | None = None
+    notes: list[str] = field(default_factory=list)  # plan-wide: where PyTorch comes from and why
 
 
 class BuildCache(Protocol):
@@ -57,29 +64,91 @@ def set_build_knobs(options: Options) -> None:
     os.environ["COMPILER_LAUNCHER"] = options.compiler_launcher
 
 
-def make_plan(options: Options, packages: list[str] | None = None) -> Plan:
+def make_plan(options: Options, packages: list[str] | None = None, also: list[str] | None = None,
+              everything: bool = False) -> Plan:
+    """The plan for the named packages and what they need; with none named, the default target's closure
+    (plus `also`), or every recipe with `everything` or where the workspace has no default target."""
     table = ArchitectureTable.load(options.variants_dir)
     arch = table.get(choose_arch(options.arch, table))
     set_build_knobs(options)
-    config = variant_config(options, table, arch)
+    choice = variant_choice(options, table, arch)
+    config = choice.config
     outputs = render_all(options, config, arch)
+    notes = _explain_pytorch_from(outputs, choice)
+    notes += choice.prebuilt.absent_notes(choice.values, arch.name) if choice.prebuilt else []
     order = graph.build_order(outputs)
     _skip_dependents_of_skipped(order)
     compute_input_hashes(outputs, order)
+    needed: dict[str, str] | None = None  # package -> why it is in the plan; None: every package is
     if packages:
         order = [o for o in order if o in graph.closure(outputs, packages)]
+    elif not everything and any(o.name == DEFAULT_TARGET for o in outputs):
+        needed = graph.needed_by(outputs, [DEFAULT_TARGET] + list(also or []))
     channel = Channel(options.channel)
     channel.validate()
     history = recorded_builds(channel)
+    prebuilt_urls = choice.prebuilt.urls(choice.values, arch.name) if choice.prebuilt else set()
+    index = choice.prebuilt.index if choice.prebuilt else ""
     will_build: set[str] = set()
     steps = []
     for output in order:
-        step = _plan_step(output, channel, will_build)
+        if needed is not None and output.name not in needed and not output.skipped:
+            step = Step(output, NOT_NEEDED, [f"not needed by {DEFAULT_TARGET}: build it with "
+                                             f"`orchestrate build {output.name}`"])
+        else:
+            step = _plan_step(output, channel, will_build)
+            if needed is not None and output.name in needed and not output.skipped:
+                step.reasons.append(needed[output.name])
+        step.origin = origin_of(output.rendered, prebuilt_urls, index)
         if step.state == BUILD:
             will_build.add(output.name)
             step.estimate = estimate_for(output, history)
+            step.reasons += [_unpinned_text(output.name, s) for s in _unpinned(output)]
         steps.append(step)
-    return Plan(arch, steps, outputs, config)
+    return Plan(arch, steps, outputs, config, choice, notes)
+
+
+def _explain_pytorch_from(outputs: list[Output], choice: VariantChoice) -> list[str]:
+    """Say, on the plan and on the rows it skips, why PyTorch comes from where it does."""
+    if choice.pytorch is None:
+        return []
+    value, reason = choice.pytorch.value, choice.pytorch.reason
+    for output in outputs:
+        generic = [r for r in output.skip_reasons if PYTORCH_FROM in r and r.startswith("the recipe skips it here")]
+        if generic:
+            output.skip_reasons = [r for r in output.skip_reasons if r not in generic] + [
+                f"{PYTORCH_FROM}={value}: " + (reason or ("AMD's prebuilt PyTorch serves this architecture" if value != SOURCE
+                                                         else "PyTorch is built from source here"))]
+    if reason:
+        return [f"PyTorch from {'source' if value == SOURCE else 'AMD wheels'} for this architecture: {reason}"]
+    return []
+
+
+def unpinned_sources(steps: list[Step]) -> list[tuple[str, Source]]:
+    """(package, source) for every url source a build would download with no sha256 or md5 to check it by."""
+    return [(s.output.name, source) for s in steps if s.state == BUILD for source in _unpinned(s.output)]
+
+
+def _unpinned(output: Output) -> list[Source]:
+    """Url sources without a checksum: none written, or a `KEY_sha256` variant key left empty by an incomplete
+    lock (rendered as 64 zeros, which a recipe that writes them out means as a wrong checksum, not as none)."""
+    unlocked = {output.variant.get(key[:-len(SHA256_SUFFIX)] + URL_SUFFIX) for key, value in output.variant.items()
+                if key.endswith(SHA256_SUFFIX) and value == ""}
+    return [s for s in sources_of(output.rendered) if s.kind == "url"
+            and (not s.pin or (s.pin == ZERO_SHA256 and s.location in unlocked))]
+
+
+def _unpinned_text(package: str, source: Source) -> str:
+    return (f"{package}: {source.location} has no sha256 (in the recipe or variants/{LOCK_FILE}): "
+            f"run `{LOCK_COMMAND}`")
+
+
+def check_sources_pinned(plan: Plan) -> None:
+    """No download without a checksum: refused before anything is fetched."""
+    missing = unpinned_sources(plan.steps)
+    if missing:
+        more = f" (and {len(missing) - 1} more source(s) like it)" if len(missing) > 1 else ""
+        raise UserError(_unpinned_text(*missing[0]) + more)
 
 
 def expected_total(plan: Plan) -> tuple[float, int]:

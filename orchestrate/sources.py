@@ -19,6 +19,8 @@ from .errors import UserError
 
 LINK_NAME = "src_cache"  # where rattler-build looks for its source cache inside an output folder
 METADATA = ".metadata"
+# py-rattler-build renders `sha256: ""` (an unlocked prebuilt artifact's KEY_sha256) as 64 zeros.
+ZERO_SHA256 = "0" * 64
 
 
 @dataclass(frozen=True)

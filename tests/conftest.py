@@ -23,6 +23,13 @@ class Result:
     err: str
 
 
+@pytest.fixture(autouse=True)
+def no_amd_index(monkeypatch):
+    """Nothing in the tests reaches AMD: `orchestrate pins` reads AMD's releases from a closed loopback port
+    (tests that serve an index of their own point variants/prebuilt.yaml at it)."""
+    monkeypatch.setenv("ORCHESTRATE_AMD_INDEX", "http://127.0.0.1:9/")
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     return make_workspace(tmp_path)

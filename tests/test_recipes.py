@@ -20,10 +20,11 @@ RECIPE_DIRS = sorted(p.parent.name for p in (REPO / "recipes").glob("*/recipe.ya
 
 
 @lru_cache(maxsize=None)
-def plan_for(arch: str, overrides: tuple = ()) -> runner.Plan:
+def plan_for(arch: str, overrides: tuple = (), everything: bool = True) -> runner.Plan:
+    """Every recipe's plan (`plan --all`); everything=False is the default build-all plan (rocm-stack's closure)."""
     options = Options(workspace=REPO, channel=Path("/nonexistent/orchestrate-test-channel"), arch=arch,
                       source_channels=[], variant_overrides=dict(overrides))
-    return runner.make_plan(options)
+    return runner.make_plan(options, everything=everything)
 
 
 def outputs(arch: str, name: str, overrides: tuple = ()):
@@ -57,6 +58,16 @@ def test_skips_follow_the_table(arch):
     assert built_backends == sorted(row.flash_attn_backends)
     for always in ("rocm-sdk", "pytorch-rocm", "vllm-rocm", "composable-kernel", "rocm-stack"):
         assert all(s.state == runner.BUILD for s in outputs(arch, always)), always
+
+
+def test_default_plan_is_what_rocm_stack_needs_and_says_why():
+    steps = {s.output.name: s for s in plan_for("gfx1151", everything=False).steps}
+    ck = steps["composable-kernel"]
+    assert ck.state == runner.NOT_NEEDED
+    assert ck.reasons == ["not needed by rocm-stack: build it with `orchestrate build composable-kernel`"]
+    assert steps["rocm-stack"].state == runner.BUILD and "the default target" in steps["rocm-stack"].reasons
+    needed = [s for s in steps.values() if s.state == runner.BUILD and s.output.name != "rocm-stack"]
+    assert needed and all(any(r.startswith("rocm-stack needs it") for r in s.reasons) for s in needed)
 
 
 def test_pytorch_on_mi100_builds_without_aotriton_and_says_so():

@@ -56,8 +56,7 @@ def built(tmp_path_factory):
         _write_lock(workspace, index)
         outputs = {}
         for arch in ARCHS:
-            result = _orchestrate(workspace, "build", f"rocm-sdk-device-{arch}", "--arch", arch, "--no-tests",
-                                  *_device_variant_args(index, arch))
+            result = _orchestrate(workspace, "build", f"rocm-sdk-device-{arch}", "--arch", arch, "--no-tests")
             assert result.returncode == 0, result.stdout + result.stderr
             outputs[arch] = result.stdout
         yield workspace, index, outputs, server
@@ -70,16 +69,9 @@ def _orchestrate(workspace: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def _write_lock(workspace: Path, index) -> None:
-    """The complete lock for the synthetic index, given two ways: the host keys as variant values (the
-    placeholders' slots in shared.yaml) and variants/prebuilt(-lock).yaml in DESIGN's format, for an
-    orchestrator that merges the lock itself. Both carry the same values."""
-    shared = workspace / "variants/shared.yaml"
-    data = yaml.safe_load(shared.read_text())
-    for key, value in index.lock_keys("gfx1151").items():
-        if not key.startswith("rocm_sdk_device"):
-            data[key] = [value]
-    shared.write_text(yaml.safe_dump(data, sort_keys=False))
+def _write_lock(workspace: Path, index, device_sha256: dict[str, str] | None = None) -> None:
+    """The complete lock for the synthetic index, in variants/prebuilt(-lock).yaml, as `pins --lock` writes it;
+    `device_sha256` replaces an architecture's device hash (a file that does not match its lock)."""
     declared = yaml.safe_load((REPO / "variants/prebuilt.yaml").read_text())
     declared["index"] = index.url
     (workspace / "variants/prebuilt.yaml").write_text(yaml.safe_dump(declared, sort_keys=False))
@@ -88,14 +80,9 @@ def _write_lock(workspace: Path, index) -> None:
     artifacts["rocm_sdk_device"] = {
         arch: {"file": index.files[f"rocm_sdk_device:{arch}"].name,
                "url": index.url + index.files[f"rocm_sdk_device:{arch}"].name,
-               "sha256": sha256_of(index.files[f"rocm_sdk_device:{arch}"])} for arch in ARCHS}
+               "sha256": (device_sha256 or {}).get(arch) or sha256_of(index.files[f"rocm_sdk_device:{arch}"])}
+        for arch in ARCHS}
     (workspace / "variants/prebuilt-lock.yaml").write_text(yaml.safe_dump({"index": index.url, "artifacts": artifacts}))
-
-
-def _device_variant_args(index, arch: str, sha256: str | None = None) -> list[str]:
-    keys = index.lock_keys(arch)
-    return ["--variant", f"rocm_sdk_device_url={keys['rocm_sdk_device_url']}",
-            "--variant", f"rocm_sdk_device_sha256={sha256 or keys['rocm_sdk_device_sha256']}"]
 
 
 def _packages(workspace: Path, pattern: str) -> list[Path]:
@@ -201,9 +188,11 @@ def test_rocm_env_names_the_missing_device_package(installed):
 def test_a_hash_mismatch_names_url_expected_and_actual(built):
     workspace, index, _, _ = built
     wrong = "0" * 63 + "1"
-    result = _orchestrate(workspace, "build", "rocm-sdk-device-gfx1100", "--arch", "gfx1100", "--no-tests",
-                          "--variant", "rocm_sdk_device_sha256=" + wrong,
-                          "--variant", "rocm_sdk_device_url=" + index.lock_keys("gfx1100")["rocm_sdk_device_url"])
+    _write_lock(workspace, index, device_sha256={"gfx1100": wrong})
+    try:
+        result = _orchestrate(workspace, "build", "rocm-sdk-device-gfx1100", "--arch", "gfx1100", "--no-tests")
+    finally:
+        _write_lock(workspace, index)
     assert result.returncode != 0
     wheel = index.files["rocm_sdk_device:gfx1100"]
     for part in (wheel.name, wrong, sha256_of(wheel)):

@@ -1,0 +1,491 @@
+"""AMD's prebuilt artifacts: which ones the prebuilt path downloads (variants/prebuilt.yaml), the sha256 of
+each (variants/prebuilt-lock.yaml, written by `orchestrate pins --lock` from the index's own hashes), and
+what that means for one architecture: the `KEY_url` / `KEY_sha256` variant keys recipes read, and whether
+PyTorch comes from AMD's wheels or from source (`pytorch_from`), with the reason.
+
+Nothing here guesses a checksum: an artifact the lock does not pin gets an empty sha256, and the runner
+refuses to download it (runner.check_sources_pinned).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import yaml
+from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from .architectures import Architecture
+from .errors import UserError
+
+PREBUILT_FILE = "prebuilt.yaml"
+LOCK_FILE = "prebuilt-lock.yaml"
+LOCK_COMMAND = "orchestrate pins --lock"
+PYTORCH_FROM = "pytorch_from"
+PREBUILT, SOURCE = "prebuilt", "source"
+MI100_FA_FLAG = "aotriton_mi100_fa"
+URL_SUFFIX, SHA256_SUFFIX = "_url", "_sha256"
+DEFAULT_TIMEOUT = 20.0
+PEP691_JSON = "application/vnd.pypi.simple.v1+json"
+ACCEPT = f"{PEP691_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+# Where a plan row says its package comes from.
+ORIGIN_PREBUILT_WHEEL, ORIGIN_PREBUILT_ARCHIVE = "prebuilt wheel", "prebuilt archive"
+ORIGIN_SOURCE, ORIGIN_METAPACKAGE = "source build", "metapackage"
+DECLARED_ORIGINS = {"prebuilt": None, "source": ORIGIN_SOURCE, "metapackage": ORIGIN_METAPACKAGE}
+
+
+class IndexUnreachable(Exception):
+    """The index did not answer at all (DNS, refused, timeout)."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One file set AMD publishes, as variants/prebuilt.yaml declares it."""
+
+    key: str
+    project: str  # may contain {gpu_arch}
+    version: str  # may contain {shared.yaml key}
+    per_arch: bool = False
+    python: bool = False  # a cpXY-specific wheel (torch), else py3-none
+    pytorch: bool = False  # only the prebuilt PyTorch path needs it: its absence sends the arch to source
+
+    def project_for(self, values: dict[str, Any], arch: str) -> str:
+        return _fill(self.project, values, arch, self.key)
+
+    def version_for(self, values: dict[str, Any], arch: str) -> str:
+        return _fill(self.version, values, arch, self.key)
+
+
+@dataclass(frozen=True)
+class Locked:
+    file: str
+    url: str
+    sha256: str
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class Absent:
+    reason: str
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    filename: str
+    url: str
+    sha256: str  # "" where the index publishes none
+
+
+@dataclass
+class PytorchChoice:
+    value: str  # PREBUILT or SOURCE
+    reason: str = ""  # why, where it is not the default
+
+
+@dataclass
+class Prebuilt:
+    """The declarations and the lock, read together."""
+
+    index: str
+    artifacts: dict[str, Artifact]
+    path: Path
+    lock_path: Path
+    lock_index: str = ""
+    locked: dict[str, Any] = field(default_factory=dict)  # key -> Locked | Absent | {arch: Locked | Absent}
+
+    @classmethod
+    def load(cls, variants_dir: Path) -> "Prebuilt | None":
+        """None for a workspace that declares no prebuilt artifacts (it builds everything from source)."""
+        path = Path(variants_dir) / PREBUILT_FILE
+        if not path.is_file():
+            return None
+        data = _read_yaml(path)
+        index = str(data.get("index") or "")
+        if not index.startswith(("http://", "https://")) or not isinstance(data.get("artifacts"), dict):
+            raise UserError(f"{path}: needs `index: https://…/` and an `artifacts:` mapping: fix the file")
+        artifacts = {}
+        for key, spec in data["artifacts"].items():
+            if not isinstance(spec, dict) or not spec.get("project") or not spec.get("version"):
+                raise UserError(f"{path}: artifact {key} needs `project:` and `version:`: fix the file")
+            artifacts[key] = Artifact(str(key), str(spec["project"]), str(spec["version"]), bool(spec.get("per_arch")),
+                                      bool(spec.get("python")), bool(spec.get("pytorch")))
+        found = cls(_with_slash(index), artifacts, path, Path(variants_dir) / LOCK_FILE)
+        found._load_lock()
+        return found
+
+    def _load_lock(self) -> None:
+        if not self.lock_path.is_file():
+            return
+        data = _read_yaml(self.lock_path)
+        self.lock_index = _with_slash(str(data.get("index") or ""))
+        for key, entry in (data.get("artifacts") or {}).items():
+            artifact = self.artifacts.get(key)
+            if artifact is None:
+                continue  # an artifact no longer declared: ignored, the next lock drops it
+            if artifact.per_arch:
+                self.locked[key] = {str(arch): _entry(self.lock_path, key, e) for arch, e in (entry or {}).items()}
+            else:
+                self.locked[key] = _entry(self.lock_path, key, entry)
+
+    def entry(self, artifact: Artifact, values: dict[str, Any], arch: str) -> "Locked | Absent | None":
+        """What the lock says for this artifact on this architecture; None where it pins nothing current
+        (no entry, another index, or a file of another project or version than the pins now name)."""
+        if self.lock_index != self.index:
+            return None
+        found = self.locked.get(artifact.key)
+        if artifact.per_arch:
+            found = (found or {}).get(arch)
+        if isinstance(found, Locked) and not file_matches(found.file, artifact.project_for(values, arch),
+                                                          artifact.version_for(values, arch)):
+            return None
+        if isinstance(found, Absent) and not artifact.per_arch:
+            return None
+        return found
+
+    def project_page(self, artifact: Artifact, values: dict[str, Any], arch: str) -> str:
+        return project_page(self.index, artifact.project_for(values, arch))
+
+    def variant_keys(self, values: dict[str, Any], arch: str) -> dict[str, str]:
+        """`KEY_url` and `KEY_sha256` for every declared artifact: the locked file, or the project page and
+        "" where the lock pins none (the runner then refuses to download it)."""
+        keys = {}
+        for artifact in self.artifacts.values():
+            found = self.entry(artifact, values, arch)
+            if isinstance(found, Locked):
+                keys[artifact.key + URL_SUFFIX], keys[artifact.key + SHA256_SUFFIX] = found.url, found.sha256
+            else:
+                keys[artifact.key + URL_SUFFIX] = self.project_page(artifact, values, arch)
+                keys[artifact.key + SHA256_SUFFIX] = ""
+        return keys
+
+    def absent_for_pytorch(self, values: dict[str, Any], arch: str) -> str | None:
+        for artifact in self.artifacts.values():
+            found = self.entry(artifact, values, arch) if artifact.pytorch and artifact.per_arch else None
+            if isinstance(found, Absent):
+                return f"{self.lock_path.name} records that {found.reason}"
+        return None
+
+    def absent_notes(self, values: dict[str, Any], arch: str) -> list[str]:
+        """Per-arch artifacts other than PyTorch's that the lock records absent: nothing replaces them."""
+        notes = []
+        for artifact in self.artifacts.values():
+            found = self.entry(artifact, values, arch) if artifact.per_arch and not artifact.pytorch else None
+            if isinstance(found, Absent):
+                notes.append(f"{self.lock_path.name} records that {found.reason}: {artifact.key} cannot be "
+                             f"downloaded for {arch} (a newer release may have it: change the pin, then `{LOCK_COMMAND}`)")
+        return notes
+
+    def urls(self, values: dict[str, Any], arch: str) -> set[str]:
+        keys = self.variant_keys(values, arch)
+        return {v for k, v in keys.items() if k.endswith(URL_SUFFIX)}
+
+    def complete_for(self, values: dict[str, Any], arch: str) -> bool:
+        return all(self.entry(a, values, arch) is not None for a in self.artifacts.values())
+
+
+def choose_pytorch_from(arch: Architecture, default: str | None, override: str | None, mi100_fa: bool,
+                        prebuilt: Prebuilt | None, values: dict[str, Any]) -> PytorchChoice:
+    """The effective `pytorch_from` for one architecture and why, where it differs from the default."""
+    for given, where in ((override, "--variant"), (default, "variants/shared.yaml")):
+        if given is not None and given not in (PREBUILT, SOURCE):
+            raise UserError(f"{where} pytorch_from={given} is not a choice: use {PREBUILT} or {SOURCE}")
+    forced = None
+    if arch.prebuilt_torch.value == "no":
+        forced = f"AMD publishes no PyTorch for {arch.name} ({arch.prebuilt_torch.why})"
+    elif mi100_fa:
+        forced = f"{MI100_FA_FLAG}=true patches aotriton, which only a source build of PyTorch uses"
+    elif prebuilt is not None:
+        forced = prebuilt.absent_for_pytorch(values, arch.name)
+    if override == SOURCE:
+        return PytorchChoice(SOURCE, "asked for with --variant pytorch_from=source")
+    if override == PREBUILT and forced:
+        raise UserError(f"--variant pytorch_from=prebuilt is not possible for {arch.name}: {forced}: "
+                        "drop the option to build PyTorch from source")
+    if forced and (default or PREBUILT) == PREBUILT:
+        return PytorchChoice(SOURCE, forced)
+    return PytorchChoice(override or default or PREBUILT, "")
+
+
+def origin_of(rendered: dict, prebuilt_urls: set[str], index: str) -> str:
+    """Where a package comes from, for `plan`: `extra.origin` where the recipe declares it, else a url
+    source on AMD's index (or one of the artifacts' URLs) makes it prebuilt, anything else a source build."""
+    declared = str(((rendered.get("extra") or {}).get("origin")) or "")
+    sources = rendered.get("source") or []
+    urls = [str(u) for s in (sources if isinstance(sources, list) else [sources]) if isinstance(s, dict)
+            for u in (s.get("url") if isinstance(s.get("url"), list) else [s.get("url")]) if u]
+    amd = [u for u in urls if u in prebuilt_urls or (index and u.startswith(index))]
+    if DECLARED_ORIGINS.get(declared):
+        return DECLARED_ORIGINS[declared]
+    if declared == "prebuilt" or amd:
+        files = [u.split("#")[0] for u in (amd or urls) if not u.endswith("/")]  # a project page: not locked yet
+        archives = [u for u in files if not u.endswith(".whl")]
+        return ORIGIN_PREBUILT_ARCHIVE if archives and len(archives) == len(files) else ORIGIN_PREBUILT_WHEEL
+    return ORIGIN_SOURCE
+
+
+# ---- reading the index and writing the lock ----
+
+def project_page(index: str, project: str) -> str:
+    return f"{_with_slash(index)}{canonicalize_name(project)}/"
+
+
+def read_project(index: str, project: str, timeout: float = DEFAULT_TIMEOUT) -> list[IndexFile] | None:
+    """The files an index lists for a project (PEP 691 JSON or PEP 503 HTML, whichever it answers);
+    None where the index has no such project (HTTP 404)."""
+    url = project_page(index, project)
+    request = urllib.request.Request(url, headers={"Accept": ACCEPT, "User-Agent": "rocm-stack-orchestrate"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+            content_type = response.headers.get("Content-Type", "")
+            final_url = response.geturl()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise LookupError(f"{url} answered HTTP {exc.code}")
+    except urllib.error.URLError as exc:
+        raise IndexUnreachable(str(exc.reason))
+    except (socket.timeout, TimeoutError, ConnectionError) as exc:
+        raise IndexUnreachable(str(exc) or exc.__class__.__name__)
+    if PEP691_JSON in content_type or content_type.startswith("application/json"):
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise LookupError(f"{url} says it is PEP 691 JSON but is not JSON")
+        return [IndexFile(str(f.get("filename")), urllib.parse.urljoin(final_url, str(f.get("url"))),
+                          str((f.get("hashes") or {}).get("sha256") or "").lower())
+                for f in data.get("files") or [] if f.get("filename") and f.get("url")]
+    parser = _Anchors()
+    parser.feed(body.decode("utf-8", "replace"))
+    files = []
+    for href, text in parser.anchors:
+        absolute = urllib.parse.urljoin(final_url, href)
+        bare, _, fragment = absolute.partition("#")
+        name = urllib.parse.unquote(text.strip() or bare.rsplit("/", 1)[-1])
+        digest = fragment[len("sha256="):].lower() if fragment.startswith("sha256=") else ""
+        files.append(IndexFile(name, bare, digest))
+    return files
+
+
+def file_matches(filename: str, project: str, version: str, python_tag: str | None = None) -> bool:
+    """Whether a file is this project's build of this version (for Linux x86_64, and for `python_tag`
+    where given: cp312 for a CPython-specific wheel, None for a py3-none one)."""
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        return False
+    if filename.endswith(".whl"):
+        try:
+            name, found, _build, tags = parse_wheel_filename(filename)
+        except (InvalidWheelFilename, InvalidVersion):
+            return False
+        if name != canonicalize_name(project) or found != wanted:
+            return False
+        if not any(t.platform == "any" or (t.platform.endswith("x86_64") and "linux" in t.platform) for t in tags):
+            return False
+        if python_tag is None:
+            return True
+        return any(t.interpreter == python_tag for t in tags) or any(t.interpreter.startswith("py3") and t.abi == "none" for t in tags)
+    try:
+        name, found = parse_sdist_filename(filename)
+    except (InvalidSdistFilename, InvalidVersion):
+        return False
+    return name == canonicalize_name(project) and found == wanted
+
+
+def pick_file(files: list[IndexFile], project: str, version: str, python_tag: str | None) -> IndexFile | None:
+    """The one file to lock: a wheel for this Python (cpXY) or py3-none, Linux x86_64; else the sdist."""
+    matching = [f for f in files if file_matches(f.filename, project, version, python_tag)]
+    if python_tag:
+        matching.sort(key=lambda f: (python_tag not in f.filename, f.filename))
+    matching.sort(key=lambda f: (not f.filename.endswith(".whl"),))
+    return matching[0] if matching else None
+
+
+def versions_of(files: list[IndexFile], project: str) -> list[Version]:
+    found = set()
+    for f in files:
+        try:
+            if f.filename.endswith(".whl"):
+                name, version, _b, _t = parse_wheel_filename(f.filename)
+            else:
+                name, version = parse_sdist_filename(f.filename)
+        except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+            continue
+        if name == canonicalize_name(project):
+            found.add(version)
+    return sorted(found)
+
+
+@dataclass
+class LockResult:
+    entries: dict[str, Any]  # what to write: key -> Locked | {arch: Locked | Absent}
+    problems: list[str]  # one line each
+
+
+def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float = DEFAULT_TIMEOUT,
+         today: str | None = None) -> LockResult:
+    """Read every declared artifact's project page and pin the file the pins name by the index's sha256.
+    `values_for(arch)` gives the shared.yaml values (python, versions) for an architecture."""
+    today = today or datetime.date.today().isoformat()
+    pages: dict[str, list[IndexFile] | None] = {}
+    entries: dict[str, Any] = {}
+    problems: list[str] = []
+
+    def page(project: str) -> list[IndexFile] | None:
+        if project not in pages:
+            try:
+                pages[project] = read_project(prebuilt.index, project, timeout)
+            except IndexUnreachable as exc:
+                raise UserError(f"cannot reach {prebuilt.index} ({exc}): check the network or a proxy, then run "
+                                f"`{LOCK_COMMAND}` again")
+            except LookupError as exc:
+                raise UserError(f"{exc}: check `index:` in {prebuilt.path}")
+        return pages[project]
+
+    for artifact in prebuilt.artifacts.values():
+        per_arch: dict[str, Any] = {}
+        for arch in archs if artifact.per_arch else archs[:1]:
+            values = values_for(arch)
+            project, version = artifact.project_for(values, arch), artifact.version_for(values, arch)
+            python_tag = _python_tag(values) if artifact.python else None
+            files = page(project)
+            page_url = project_page(prebuilt.index, project)
+            if files is None or (artifact.per_arch and not versions_of(files, project)):
+                if artifact.per_arch:
+                    per_arch[arch] = Absent(f"the index has no {project} (read {today})")
+                else:
+                    problems.append(f"{artifact.key}: {prebuilt.index} has no project {project} ({page_url} is not "
+                                    f"there): fix `project:` in {prebuilt.path.name}")
+                continue
+            chosen = pick_file(files, project, version, python_tag)
+            if chosen is None:
+                known = versions_of(files, project)
+                if artifact.per_arch and Version(version) not in known:
+                    per_arch[arch] = Absent(f"the index has no {project} {version} (read {today})")
+                    continue
+                listed = ", ".join(str(v) for v in known[-5:]) or "none"
+                what = f"{version} for {python_tag or 'py3-none'} Linux x86_64" if Version(version) in known else version
+                problems.append(f"{artifact.key}: {project} has no {what} on {prebuilt.index} (newest there: {listed}): "
+                                f"fix the pin in variants/shared.yaml or `version:` in {prebuilt.path.name}")
+                continue
+            if not SHA256_HEX.match(chosen.sha256):
+                kept = prebuilt.entry(artifact, values, arch) if prebuilt.lock_index == prebuilt.index else None
+                if isinstance(kept, Locked) and kept.file == chosen.filename:
+                    per_arch[arch] = kept  # pinned by hand from public evidence; the index adds nothing
+                    continue
+                problems.append(f"{artifact.key}: {chosen.url} has no sha256 on {prebuilt.index} (no #sha256= fragment "
+                                f"or PEP 691 hash): not locked; add its sha256 to {prebuilt.lock_path.name} by hand, "
+                                "with an evidence: string naming where it is published")
+                continue
+            per_arch[arch] = Locked(chosen.filename, chosen.url, chosen.sha256, f"{prebuilt.index} sha256, read {today}")
+        if artifact.per_arch:
+            if per_arch:
+                entries[artifact.key] = per_arch
+        elif per_arch:
+            entries[artifact.key] = next(iter(per_arch.values()))
+    return LockResult(entries, problems)
+
+
+def write_lock(prebuilt: Prebuilt, result: LockResult, archs: list[str], now: str | None = None) -> Path:
+    """variants/prebuilt-lock.yaml in a stable order (declared artifacts, then the table's architectures)."""
+    now = now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# Written by `{LOCK_COMMAND}` from {prebuilt.index} on {now}. Commit it: builds download only",
+             "# the files it pins, checked against these sha256. Re-run the command after changing a pin; an entry",
+             "# added by hand from public evidence carries an `evidence:` string saying where.",
+             f"index: {prebuilt.index}", "artifacts:"]
+    for key, artifact in prebuilt.artifacts.items():
+        entry = result.entries.get(key)
+        if entry is None:
+            continue
+        if artifact.per_arch:
+            lines.append(f"  {key}:")
+            for arch in [a for a in archs if a in entry] + sorted(a for a in entry if a not in archs):
+                lines.append(f"    {arch}: {_flow(entry[arch])}")
+        else:
+            lines.append(f"  {key}: {_flow(entry)}")
+    prebuilt.lock_path.write_text("\n".join(lines) + "\n")
+    return prebuilt.lock_path
+
+
+def _flow(entry: "Locked | Absent") -> str:
+    if isinstance(entry, Absent):
+        data = {"absent": entry.reason}
+    else:
+        data = {"file": entry.file, "url": entry.url, "sha256": entry.sha256}
+        if entry.evidence:
+            data["evidence"] = entry.evidence
+    return yaml.safe_dump(data, default_flow_style=True, sort_keys=False, width=10**6).strip()
+
+
+def _entry(path: Path, key: str, raw: Any) -> "Locked | Absent":
+    if isinstance(raw, dict) and "absent" in raw:
+        return Absent(str(raw["absent"]))
+    if isinstance(raw, dict) and raw.get("file") and raw.get("url") and SHA256_HEX.match(str(raw.get("sha256", "")).lower()):
+        return Locked(str(raw["file"]), str(raw["url"]), str(raw["sha256"]).lower(), str(raw.get("evidence") or ""))
+    raise UserError(f"{path}: {key} needs file, url and a 64-hex sha256 (or absent: why): fix the entry or run "
+                    f"`{LOCK_COMMAND}`")
+
+
+def _fill(template: str, values: dict[str, Any], arch: str, key: str) -> str:
+    try:
+        return template.format_map({**{k: _first(v) for k, v in values.items()}, "gpu_arch": arch})
+    except (KeyError, IndexError, ValueError) as exc:
+        raise UserError(f"{PREBUILT_FILE}: {key}: '{template}' names {exc}, which variants/shared.yaml does not "
+                        "define: fix the template")
+
+
+def _first(value: Any) -> Any:
+    return value[0] if isinstance(value, list) and value else value
+
+
+def _python_tag(values: dict[str, Any]) -> str:
+    python = str(_first(values.get("python", "3.12")))
+    return "cp" + python.replace(".", "")[:3]
+
+
+def _with_slash(url: str) -> str:
+    return url if not url or url.endswith("/") else url + "/"
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise UserError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML: fix the syntax")
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: must be a YAML mapping: fix the file")
+    return data
+
+
+class _Anchors(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.anchors: list[tuple[str, str]] = []
+        self._href: str | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+            self._text = []
+
+    def handle_data(self, data):
+        if self._href is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._href:
+            self.anchors.append((self._href, "".join(self._text)))
+            self._href = None

@@ -1,0 +1,139 @@
+"""The numbers issue 15 asks for, computed from `orchestrate plan` over the real recipes (their declared
+extra.estimate; no build runs): the default gfx1151 plan's expected time, the same with
+--variant pytorch_from=source, and the channel bytes for all architectures, SDK and PyTorch, from the
+packages the plans would put in a channel (a package whose name, version and build string are the same for
+every architecture is one file in the channel, counted once).
+
+Run from the repository root:  python tests/benchmarks/plan_numbers.py [--write]
+--write saves tests/benchmarks/results/plan_numbers.md (re-run it after the recipes change)."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from orchestrate import runner  # noqa: E402
+from orchestrate.architectures import ArchitectureTable  # noqa: E402
+from orchestrate.estimates import GIB, format_duration  # noqa: E402
+from orchestrate.options import Options  # noqa: E402
+
+RESULTS = REPO / "tests" / "benchmarks" / "results" / "plan_numbers.md"
+SDK_PREFIX = "rocm-sdk"
+TORCH_NAMES = ("pytorch", "pytorch-base", "pytorch-rocm", "torchvision", "torchaudio", "torchvision-rocm",
+               "torchaudio-rocm", "triton", "triton-rocm", "aotriton")
+# AMD's own figures (shared/reference/rocm-stack.md §1.2, from TheRock RELEASES.md): the wheels of the split.
+AMD_DOCUMENTED_GIB = {"rocm-sdk-core": 0.7, "rocm-sdk-libraries": 0.1, "rocm-sdk-device (each)": 0.05,
+                      "torch host": 0.1, "amd-torch-device (each)": 0.05}
+# The per-family tarball we repackaged before the split: gfx1151 10.0.0 is 1,794,376,103 bytes (issue 15's lead,
+# one public script); our rocm-sdk recipe declared package_gib 2.5.
+PER_FAMILY_TARBALL_GIB = 1_794_376_103 / GIB
+
+
+def plan(arch: str, overrides: dict[str, str] | None = None, everything: bool = False) -> runner.Plan:
+    options = Options(workspace=REPO, channel=Path("/nonexistent/plan-numbers-channel"), arch=arch,
+                      source_channels=[], variant_overrides=dict(overrides or {}))
+    return runner.make_plan(options, everything=everything)
+
+
+def time_rows(p: runner.Plan) -> tuple[list[list[str]], float, int]:
+    rows = []
+    for step in p.steps:
+        if step.state != runner.BUILD:
+            continue
+        minutes = step.estimate.seconds / 60 if step.estimate and step.estimate.seconds is not None else None
+        rows.append([step.output.name, step.output.build_string, step.origin,
+                     f"{minutes:.0f}m" if minutes is not None else "?"])
+    total, unknown = runner.expected_total(p)
+    return rows, total, unknown
+
+
+def channel_bytes(archs: list[str], overrides: dict[str, str] | None = None) -> dict[str, float]:
+    """GiB a channel holding every architecture's plan would carry, by group, each distinct file once."""
+    files: dict[tuple, tuple[str, float]] = {}
+    for arch in archs:
+        for step in plan(arch, overrides, everything=True).steps:
+            if step.state != runner.BUILD or not step.estimate:
+                continue
+            o = step.output
+            group = "SDK" if o.name.startswith(SDK_PREFIX) else "PyTorch" if o.name in TORCH_NAMES else "other"
+            files[(o.name, o.version, o.build_string)] = (group, step.estimate.package_bytes / GIB)
+    totals: dict[str, float] = {"SDK": 0.0, "PyTorch": 0.0, "other": 0.0}
+    for group, gib in files.values():
+        totals[group] += gib
+    totals["files"] = len(files)
+    return totals
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                     + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def report() -> str:
+    archs = ArchitectureTable.load(REPO / "variants").names()
+    n = len(archs)
+    default = plan("gfx1151")
+    source = plan("gfx1151", {"pytorch_from": "source"})
+    everything_source = plan("gfx1151", {"pytorch_from": "source"}, everything=True)
+    out = [f"# Plan numbers (tests/benchmarks/plan_numbers.py, {datetime.date.today().isoformat()})", "",
+           "Method: `runner.make_plan` over this tree's recipes for gfx1151 with an empty channel, so every package "
+           "in the plan is a build and its expected time is the recipe's declared `extra.estimate.build_minutes` "
+           "(what `orchestrate plan` prints). Re-run after the recipes change: "
+           "`python tests/benchmarks/plan_numbers.py --write`.", ""]
+    if not any(s.origin.startswith("prebuilt") for s in default.steps):
+        out += ["**No recipe in this tree downloads AMD's prebuilt artifacts yet** (the split recipes are not merged): "
+                "the numbers below are the source path's; the target is a default gfx1151 plan of at most 1h30m.", ""]
+    for title, p in (("Default plan: `orchestrate plan --arch gfx1151` (rocm-stack's closure)", default),
+                     ("`--variant pytorch_from=source` (rocm-stack's closure)", source),
+                     ("Every recipe with PyTorch from source (`plan --all --variant pytorch_from=source`, "
+                      "what `build-all` built before this change)", everything_source)):
+        rows, total, unknown = time_rows(p)
+        out += [f"## {title}", "", table(["package", "build", "from", "expected"], rows), "",
+                f"**{len(rows)} builds, expected {format_duration(total)}**"
+                + (f" ({unknown} without an estimate)" if unknown else ""), ""]
+    prebuilt_bytes, source_bytes = channel_bytes(archs), channel_bytes(archs, {"pytorch_from": "source"})
+    docs = AMD_DOCUMENTED_GIB
+    out += [f"## Channel bytes for all {n} architectures", "",
+            "From the recipes: each distinct package file of the {n} plans (`plan --all`), its declared "
+            "`extra.estimate.package_gib`; a file with the same name, version and build string on every "
+            "architecture (an arch-neutral host package) is counted once.".replace("{n}", str(n)), "",
+            table(["path", "SDK GiB", "PyTorch GiB (torch, vision, audio, triton, aotriton)", "package files"], [
+                ["pytorch_from=prebuilt (default)", f"{prebuilt_bytes['SDK']:.2f}", f"{prebuilt_bytes['PyTorch']:.2f}",
+                 str(prebuilt_bytes["files"])],
+                ["pytorch_from=source", f"{source_bytes['SDK']:.2f}", f"{source_bytes['PyTorch']:.2f}",
+                 str(source_bytes["files"])]]), "",
+            "From AMD's documented sizes (the layout before and after the split, independent of our recipes):", "",
+            table(["", "SDK", "PyTorch", "source of the figures"], [
+                [f"before: {n} per-family SDKs, torch built from source",
+                 f"{n} × {PER_FAMILY_TARBALL_GIB:.2f}–2.5 GiB = {n * PER_FAMILY_TARBALL_GIB:.1f}–{n * 2.5:.0f} GiB",
+                 f"{n} × 1.5 GiB = {n * 1.5:.0f} GiB",
+                 "gfx1151 10.0.0 tarball 1,794,376,103 bytes (issue 15 lead); rocm-sdk recipe package_gib 2.5; "
+                 "pytorch-rocm recipe package_gib 1.5"],
+                [f"after: one host + {n} device packages",
+                 f"{docs['rocm-sdk-core']} + {docs['rocm-sdk-libraries']} + {n} × {docs['rocm-sdk-device (each)']} = "
+                 f"{docs['rocm-sdk-core'] + docs['rocm-sdk-libraries'] + n * docs['rocm-sdk-device (each)']:.2f} GiB "
+                 "(+ devel, not documented)",
+                 f"{docs['torch host']} + {n} × {docs['amd-torch-device (each)']} = "
+                 f"{docs['torch host'] + n * docs['amd-torch-device (each)']:.2f} GiB",
+                 "rocm-stack.md §1.2 (TheRock RELEASES.md): core ~700 MB, libraries ~100 MB, device ~50 MB each; "
+                 "torch host ~100 MB + amd-torch-device ~50 MB"]]), ""]
+    return "\n".join(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help=f"save to {RESULTS.relative_to(REPO)}")
+    args = parser.parse_args()
+    text = report()
+    print(text)
+    if args.write:
+        RESULTS.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
