@@ -2,17 +2,20 @@
 loopback PEP 503 index with #sha256= fragments, for two architectures; then installed as pixi would."""
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
+import rattler
 import yaml
 from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
 from orchestrate.recipes import derived_variant_keys
 from prebuilt_helpers import file_url_and_sha256, torch_wheels, write_pep503_index
 from source_helpers import CountingServer
-from stack import install, solve
+from stack import solve
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "recipes/pytorch-prebuilt/recipe.yaml"
@@ -60,13 +63,24 @@ def build_stand_ins(channel: Path, scratch: Path) -> None:
         recipe = scratch / name / "recipe.yaml"
         recipe.parent.mkdir(parents=True)
         recipe.write_text(yaml.safe_dump({"package": {"name": name, "version": version},
-                                          "build": {"noarch": "generic", "script": "true"}}))
+                                          "build": {"noarch": "generic", "script": "true",
+                                                    "string": "prebuilt_test_stand_in"}}))
         Stage0Recipe.from_file(recipe).run_build(output_dir=channel)
 
 
 @pytest.fixture(scope="module")
 def channel(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("prebuilt")
+    # a private package cache: these packages' names (pytorch, python, ...) must not shadow other tests'
+    saved_cache = os.environ.get("RATTLER_CACHE_DIR")
+    os.environ["RATTLER_CACHE_DIR"] = str(tmp / "rattler-cache")
+    try:
+        yield build_channel(tmp)
+    finally:
+        os.environ.pop("RATTLER_CACHE_DIR") if saved_cache is None else os.environ.__setitem__("RATTLER_CACHE_DIR", saved_cache)
+
+
+def build_channel(tmp: Path):
     write_pep503_index(tmp / "index", torch_wheels(tmp / "wheels", list(ARCHS), torch=TORCH, sdk=SDK))
     out = tmp / "channel"
     built = {}
@@ -105,7 +119,9 @@ def test_only_the_locked_files_were_downloaded(channel):
 def test_each_pytorch_installs_only_with_its_gpu_and_lands_where_pip_puts_it(channel, arch, tmp_path):
     out, _, _ = channel
     other = next(a for a in ARCHS if a != arch)
-    got = install(out, ["pytorch", "torchvision", "torchaudio"], ARCHS[arch], tmp_path / "env")
+    records = solve(out, ["pytorch", "torchvision", "torchaudio"], ARCHS[arch])
+    asyncio.run(rattler.install(records, target_prefix=tmp_path / "env", cache_dir=tmp_path / "pkgs"))
+    got = {r.name.normalized: str(r.build) for r in records}
     assert got["pytorch"].startswith(f"rocm101_{arch}_py312_h") and got["torchvision"].startswith(f"rocm101_{arch}_")
     assert f"rocm-sdk-device-{arch}" in got and f"rocm-sdk-device-{other}" not in got
     assert "pytorch-base" in got and got["triton"].startswith("rocm101_py312_h")
