@@ -39,7 +39,7 @@ class Architecture:
     name: str
     product: str
     isa: str
-    therock_family: str
+    torch_device_family: str  # AMD's PyTorch family device wheel for this GPU, "" where none
     aotriton_image_family: str
     capabilities: dict[str, Capability]
     opt_ins: dict[str, str] = field(default_factory=dict)  # flag -> why
@@ -56,7 +56,7 @@ class Architecture:
         keys: dict[str, list] = {
             "gpu_arch": [self.name],
             "amdgpu_isa": [self.isa],
-            "therock_family": [self.therock_family],
+            "torch_device_family": [self.torch_device_family],
             "aotriton_image_family": [self.aotriton_image_family],
         }
         for cap in self.capabilities.values():
@@ -114,7 +114,7 @@ class ArchitectureTable:
                     name=name,
                     product=row["product"],
                     isa=str(row["isa"]),
-                    therock_family=row["therock_family"],
+                    torch_device_family=str(row.get("torch_device_family") or ""),
                     aotriton_image_family=row.get("aotriton_image_family", ""),
                     capabilities=caps,
                     opt_ins=flags,

@@ -1,6 +1,6 @@
 """The contract between our recipes and upstream sources, checked against checkouts at the pinned commits.
 
-A folder of checkouts (one per recipe folder name: DIR/aotriton, DIR/pytorch-rocm, ...; each the recipe's
+A folder of checkouts (one per recipe folder name: DIR/aotriton, DIR/pytorch-rocm (the source recipe of `pytorch`), ...; each the recipe's
 first source) answers: is each pinned commit the checkout's HEAD, does each file that pins something
 (PyTorch's triton.txt, a submodule, a version file) agree with our pins, and is every environment
 variable and CMake option our build scripts set read somewhere in the upstream build at that commit.

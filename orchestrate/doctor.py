@@ -366,7 +366,7 @@ def pixi_check(isa: str | None) -> Check:
         return Check("pixi", OK, f"pixi {version} knows __amdgpu_arch: it picks the build for this GPU")
     return Check("pixi", WARN, f"pixi {version} does not know __amdgpu_arch: from a channel with several "
                  "architectures it may install another GPU's build",
-                 "update pixi, or pin builds: `pixi add \"pytorch-rocm * gfx1151*\"` (your architecture)")
+                 "update pixi, or pin builds: `pixi add \"pytorch * *gfx1151*\"` (your architecture)")
 
 
 def override_check(value: str | None, here: Architecture | None, arch: Architecture | None,

@@ -58,6 +58,10 @@ class Artifact:
     per_arch: bool = False
     python: bool = False  # a cpXY-specific wheel (torch), else py3-none
     pytorch: bool = False  # only the prebuilt PyTorch path needs it: its absence sends the arch to source
+    when: str = ""  # a variant key: the artifact exists only for architectures where that key is not empty
+
+    def applies(self, values: dict[str, Any]) -> bool:
+        return not self.when or bool(_first(values.get(self.when)))
 
     def project_for(self, values: dict[str, Any], arch: str) -> str:
         return _fill(self.project, values, arch, self.key)
@@ -118,7 +122,7 @@ class Prebuilt:
             if not isinstance(spec, dict) or not spec.get("project") or not spec.get("version"):
                 raise UserError(f"{path}: artifact {key} needs `project:` and `version:`: fix the file")
             artifacts[key] = Artifact(str(key), str(spec["project"]), str(spec["version"]), bool(spec.get("per_arch")),
-                                      bool(spec.get("python")), bool(spec.get("pytorch")))
+                                      bool(spec.get("python")), bool(spec.get("pytorch")), str(spec.get("when") or ""))
         found = cls(_with_slash(index), artifacts, path, Path(variants_dir) / LOCK_FILE)
         found._load_lock()
         return found
@@ -159,7 +163,7 @@ class Prebuilt:
         """`KEY_url` and `KEY_sha256` for every declared artifact: the locked file, or the project page and
         "" where the lock pins none (the runner then refuses to download it)."""
         keys = {}
-        for artifact in self.artifacts.values():
+        for artifact in self.applicable(values):
             found = self.entry(artifact, values, arch)
             if isinstance(found, Locked):
                 keys[artifact.key + URL_SUFFIX], keys[artifact.key + SHA256_SUFFIX] = found.url, found.sha256
@@ -168,8 +172,12 @@ class Prebuilt:
                 keys[artifact.key + SHA256_SUFFIX] = ""
         return keys
 
+    def applicable(self, values: dict[str, Any]) -> list[Artifact]:
+        """The declared artifacts this architecture has (`when:` names a variant key that must not be empty)."""
+        return [a for a in self.artifacts.values() if a.applies(values)]
+
     def absent_for_pytorch(self, values: dict[str, Any], arch: str) -> str | None:
-        for artifact in self.artifacts.values():
+        for artifact in self.applicable(values):
             found = self.entry(artifact, values, arch) if artifact.pytorch and artifact.per_arch else None
             if isinstance(found, Absent):
                 return f"{self.lock_path.name} records that {found.reason}"
@@ -178,7 +186,7 @@ class Prebuilt:
     def absent_notes(self, values: dict[str, Any], arch: str) -> list[str]:
         """Per-arch artifacts other than PyTorch's that the lock records absent: nothing replaces them."""
         notes = []
-        for artifact in self.artifacts.values():
+        for artifact in self.applicable(values):
             found = self.entry(artifact, values, arch) if artifact.per_arch and not artifact.pytorch else None
             if isinstance(found, Absent):
                 notes.append(f"{self.lock_path.name} records that {found.reason}: {artifact.key} cannot be "
@@ -190,7 +198,7 @@ class Prebuilt:
         return {v for k, v in keys.items() if k.endswith(URL_SUFFIX)}
 
     def complete_for(self, values: dict[str, Any], arch: str) -> bool:
-        return all(self.entry(a, values, arch) is not None for a in self.artifacts.values())
+        return all(self.entry(a, values, arch) is not None for a in self.applicable(values))
 
 
 def choose_pytorch_from(arch: Architecture, default: str | None, override: str | None, mi100_fa: bool,
@@ -357,6 +365,8 @@ def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float =
         per_arch: dict[str, Any] = {}
         for arch in archs if artifact.per_arch else archs[:1]:
             values = values_for(arch)
+            if not artifact.applies(values):
+                continue
             project, version = artifact.project_for(values, arch), artifact.version_for(values, arch)
             python_tag = _python_tag(values) if artifact.python else None
             files = page(project)

@@ -102,6 +102,8 @@ def variant_choice(options: Options, table: ArchitectureTable, arch: Architectur
     if options.variant_overrides:
         override_yaml = "\n".join(f"{k}: [{json.dumps(_typed(v))}]" for k, v in options.variant_overrides.items())
         config = config.merge(VariantConfig.from_yaml(override_yaml))
+    # after the overrides, so `--variant rocm_sdk_version=...` moves the derived keys too
+    config = config.merge(VariantConfig.from_yaml(_dump_variant_keys(derived_variant_keys(config.to_dict()))))
     values = config.to_dict()
     prebuilt = Prebuilt.load(options.variants_dir)
     decided: dict[str, Any] = {}
@@ -141,6 +143,18 @@ def _declared_config(options: Options, table: ArchitectureTable, arch: Architect
             if key not in known:
                 raise UserError(f"unknown variant key '{key}' for {arch.name}: known keys are {', '.join(sorted(known))}")
     return config
+
+
+def derived_variant_keys(values: dict) -> dict[str, str]:
+    """Variant keys computed from the pinned ones, so each fact has one place: `rocm_tag` ("rocm101" for
+    ROCm 10.1.x), which build strings use to name the ROCm release a package was built for."""
+    [sdk] = values.get("rocm_sdk_version") or ["0.0"]
+    major, minor = str(sdk).split(".")[:2]
+    return {"rocm_tag": f"rocm{major}{minor}"}
+
+
+def _dump_variant_keys(keys: dict[str, str]) -> str:
+    return "\n".join(f"{k}: [{json.dumps(v)}]" for k, v in keys.items())
 
 
 def render_all(options: Options, config: VariantConfig, arch: Architecture) -> list[Output]:

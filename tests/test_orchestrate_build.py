@@ -226,15 +226,13 @@ def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, t
     folder.mkdir()
     (folder / "recipe.yaml").write_text(
         (REPO / "recipes/rocm-stack/recipe.yaml").read_text()
-        .replace("${{ pytorch_version }}", "2.13.0").replace("${{ rocm_sdk_version }}", "7.14.0")
-        .replace("${{ torchvision_version }}.* ", "").replace("${{ torchaudio_version }}.* ", "")
-        .replace("${{ vllm_version }}", "0.11.0").replace("vllm-rocm", "vllm")
-        .replace("pytorch-rocm", "pytorch"))
-    # the test graph has no torchvision/torchaudio (whatever the real recipe calls them) and one per-arch
-    # rocm-sdk instead of the real host + rocm-sdk-device-<gfx> pair
+        .replace("${{ torch_version }}", "2.13.0").replace("${{ rocm_sdk_version }}", "7.14.0")
+        .replace("${{ torch_builds }}", "${{ arch_builds }}")  # the test graph's builds name the arch only
+        .replace("${{ vllm_version }}", "0.11.0").replace("vllm-rocm", "vllm"))
+    # the test graph has no torchvision/torchaudio, no SDK device package and no prebuilt/source pins
     recipe = folder / "recipe.yaml"
-    recipe.write_text("".join(l for l in recipe.read_text().splitlines(True)
-                              if not re.match(r"\s*- (torch(vision|audio)|rocm-sdk-device)", l)))
+    recipe.write_text("".join(l for l in recipe.read_text().splitlines(True) if not re.match(
+        r"\s*(- torch(vision|audio)|- rocm-sdk-device-|(prebuilt|torch_version|vision_version|audio_version|torch_builds):)", l)))
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1151").code == 0
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1100").code == 0
     builds = install(workspace / "channel", ["rocm-stack"], "11.5.1", tmp_path / "env")

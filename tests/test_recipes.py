@@ -31,10 +31,27 @@ def outputs(arch: str, name: str, overrides: tuple = ()):
     return [s for s in plan_for(arch, overrides).steps if s.output.name == name]
 
 
+SOURCE = (("pytorch_from", "source"),)
+PATHS = {"prebuilt": (), "source": SOURCE}
+# recipe folders that serve one path only (pytorch_from)
+SOURCE_ONLY = {"pytorch-rocm", "triton-rocm", "aotriton", "torchvision-rocm", "torchaudio-rocm"}
+PREBUILT_ONLY = {"pytorch-prebuilt"}
+SHARED_PINS = __import__("yaml").safe_load((REPO / "variants/shared.yaml").read_text())
+SDK_MAJOR, SDK_MINOR = SHARED_PINS["rocm_sdk_version"][0].split(".")[:2]
+ROCM_TAG = f"rocm{SDK_MAJOR}{SDK_MINOR}"  # rocm101 for ROCm 10.1.x
+
+
+def built(arch: str, name: str, overrides: tuple = ()):
+    return [s for s in outputs(arch, name, overrides) if s.state == runner.BUILD]
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("arch", ARCHS)
-def test_every_recipe_renders_and_orders_for(arch):
-    plan = plan_for(arch)
-    assert {s.output.recipe_name for s in plan.steps} == set(RECIPE_DIRS)
+def test_every_recipe_renders_and_orders_for(arch, path):
+    plan = plan_for(arch, PATHS[path])
+    # a multi-output recipe whose outputs all skip renders none (rattler-build drops them)
+    absent_ok = PREBUILT_ONLY if path == "source" else set()
+    assert set(RECIPE_DIRS) - absent_ok <= {s.output.recipe_name for s in plan.steps}
     seen = set()
     for step in plan.steps:  # dependencies come first
         assert step.output.requires <= seen | {step.output.name}, step.output.name
@@ -43,21 +60,64 @@ def test_every_recipe_renders_and_orders_for(arch):
         assert step.state in (runner.BUILD, runner.SKIP)
         if step.state == runner.SKIP:
             assert step.reasons and all(r.strip() for r in step.reasons)
+        if step.output.recipe_name in (SOURCE_ONLY if path == "prebuilt" else PREBUILT_ONLY):
+            assert step.state == runner.SKIP, f"{step.output.label} builds on the {path} path"
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_one_torch_named_like_conda_forge_with_rocm_and_arch_in_its_build_string(arch, path):
+    """Issue 14.1: pytorch/torchvision/torchaudio/triton, built once each per path, ROCm named."""
+    py = "py" + SHARED_PINS["python"][0].replace(".", "")
+    per_arch = f"{ROCM_TAG}_{arch}_{py}_h"
+    [torch] = built(arch, "pytorch", PATHS[path])
+    [vision] = built(arch, "torchvision", PATHS[path])
+    [audio] = built(arch, "torchaudio", PATHS[path])
+    [triton] = built(arch, "triton", PATHS[path])
+    assert torch.output.build_string.startswith(per_arch) and vision.output.build_string.startswith(per_arch)
+    assert audio.output.build_string.startswith(per_arch if path == "source" else f"{ROCM_TAG}_{py}_h")
+    assert triton.output.build_string.startswith(f"{ROCM_TAG}_{py}_h")
+    assert torch.output.recipe_name == ("pytorch-prebuilt" if path == "prebuilt" else "pytorch-rocm")
+    constraints = [str(c) for c in torch.output.rendered["requirements"]["run_constraints"]]
+    assert {"pytorch-cpu <0.0a0", "pytorch-gpu <0.0a0"} <= set(constraints)
+    for old in ("pytorch-rocm", "triton-rocm", "torchvision-rocm", "torchaudio-rocm"):
+        assert not any(old in s.output.requires for s in plan_for(arch, PATHS[path]).steps), old
+    [selector] = built(arch, "pytorch-rocm", PATHS[path])
+    assert selector.output.noarch and [str(r) for r in selector.output.rendered["requirements"]["run"]] == [
+        f"pytorch {torch.output.version}.* *rocm*"]
+
+
+def test_prebuilt_arch_neutral_packages_are_one_file_for_every_architecture():
+    """pytorch-base (AMD's torch host wheel), triton and torchaudio: same name, build string and source."""
+    for name in ("pytorch-base", "triton", "torchaudio"):
+        a, b = built("gfx1151", name)[0].output, built("gfx942", name)[0].output
+        assert (a.label, a.rendered.get("source")) == (b.label, b.rendered.get("source")), name
+        assert "gpu_arch" not in a.variant, name
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_skips_follow_the_table(arch):
-    row = TABLE.get(arch)
-    value = {name: cap.value for name, cap in row.capabilities.items()}
-    [aotriton] = outputs(arch, "aotriton")
-    assert (aotriton.state == runner.SKIP) == (value["aotriton"] == "no")
-    [aiter] = outputs(arch, "aiter")
-    assert (aiter.state == runner.SKIP) == (value["aiter"] == "no")
-    built_backends = sorted(s.output.variant["flash_attn_backend"] for s in outputs(arch, "flash-attn-rocm")
-                            if s.state == runner.BUILD)
-    assert built_backends == sorted(row.flash_attn_backends)
-    for always in ("rocm-sdk", "pytorch-rocm", "vllm-rocm", "composable-kernel", "rocm-stack"):
-        assert all(s.state == runner.BUILD for s in outputs(arch, always)), always
+def test_prebuilt_pytorch_is_the_base_plus_this_architectures_device_kernels(arch):
+    [torch] = built(arch, "pytorch")
+    run = torch.output.rendered["requirements"]["run"]
+    # exactly the pytorch-base this recipe makes (tests/test_pytorch_prebuilt.py checks the built pin)
+    assert run == [{"pin_subpackage": {"name": "pytorch-base", "exact": True}},
+                   f"rocm-sdk-device-{arch} {SHARED_PINS['rocm_sdk_version'][0]}.*"]
+    urls = [s["url"] for s in torch.output.rendered["source"]]
+    assert urls[0].endswith(f"/amd-torch-device-{arch}/") or f"amd_torch_device_{arch}-" in urls[0]
+
+
+def test_skips_follow_the_table():
+    for arch in ARCHS:
+        value = {name: cap.value for name, cap in TABLE.get(arch).capabilities.items()}
+        [aotriton] = outputs(arch, "aotriton", SOURCE)
+        assert (aotriton.state == runner.SKIP) == (value["aotriton"] == "no"), arch
+        [aiter] = outputs(arch, "aiter")
+        assert (aiter.state == runner.SKIP) == (value["aiter"] == "no")
+        built_backends = sorted(s.output.variant["flash_attn_backend"] for s in outputs(arch, "flash-attn-rocm")
+                                if s.state == runner.BUILD)
+        assert built_backends == sorted(TABLE.get(arch).flash_attn_backends)
+        for always in ("rocm-sdk", "pytorch", "vllm-rocm", "composable-kernel", "rocm-stack"):
+            assert built(arch, always) and built(arch, always, SOURCE), (arch, always)
 
 
 def test_default_plan_is_what_rocm_stack_needs_and_says_why():
@@ -71,45 +131,51 @@ def test_default_plan_is_what_rocm_stack_needs_and_says_why():
 
 
 def test_pytorch_on_mi100_builds_without_aotriton_and_says_so():
-    [pytorch] = outputs("gfx908", "pytorch-rocm")
-    assert pytorch.state == runner.BUILD
+    [pytorch] = built("gfx908", "pytorch", SOURCE)
     assert "aotriton" not in pytorch.output.requires
     assert any("without aotriton" in r for r in pytorch.reasons)
 
 
 def test_mi100_flash_attention_is_an_opt_in():
-    [default] = outputs("gfx908", "aotriton")
+    [default] = outputs("gfx908", "aotriton", SOURCE)
     assert default.state == runner.SKIP
-    [opted] = outputs("gfx908", "aotriton", (("aotriton_mi100_fa", "true"),))
+    opt_in = SOURCE + (("aotriton_mi100_fa", "true"),)
+    [opted] = outputs("gfx908", "aotriton", opt_in)
     assert opted.state == runner.BUILD
     assert any("gfx908" in p.name for p in opted.output.patches)
-    [pytorch] = outputs("gfx908", "pytorch-rocm", (("aotriton_mi100_fa", "true"),))
+    [pytorch] = built("gfx908", "pytorch", opt_in)
     assert "aotriton" in pytorch.output.requires
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("arch", ARCHS)
-def test_arch_specific_packages_say_their_arch_and_require_its_isa(arch):
+def test_arch_specific_packages_say_their_arch_and_require_its_isa(arch, path):
     isa = TABLE.get(arch).isa
-    for step in plan_for(arch).steps:
+    for step in plan_for(arch, PATHS[path]).steps:
         o = step.output
         if "gpu_arch" not in o.variant or step.state == runner.SKIP:
             continue
-        assert o.build_string.startswith(arch + "_"), o.label
+        assert f"{arch}_" in o.build_string, o.label
         reqs = o.rendered.get("requirements") or {}
         constraints = (reqs.get("run_constraints") or []) + (reqs.get("run") or [])
         assert f"__amdgpu_arch =={isa}" in [str(c) for c in constraints], o.label
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("arch", ARCHS)
-def test_the_stack_metapackage_requires_this_gpu(arch):
-    [stack] = outputs(arch, "rocm-stack")
-    run = [str(r) for r in stack.output.rendered["requirements"]["run"]]
-    assert f"__amdgpu_arch =={TABLE.get(arch).isa}" in run
-    # every architecture-specific dependency is pinned to this architecture's builds
-    assert all(r.endswith(f"{arch}_*") for r in run if r.split()[0] in {"pytorch-rocm", "vllm-rocm"})
+def test_the_stack_metapackage_requires_this_gpu(arch, path):
+    [stack] = built(arch, "rocm-stack", PATHS[path])
+    run = {str(r).split()[0]: str(r) for r in stack.output.rendered["requirements"]["run"]}
+    assert run["__amdgpu_arch"] == f"__amdgpu_arch =={TABLE.get(arch).isa}"
+    # every architecture-specific dependency is pinned to this architecture's builds, the version the path makes
+    for name in ("pytorch", "torchvision", "torchaudio"):
+        [pkg] = built(arch, name, PATHS[path])
+        assert run[name].startswith(f"{name} {pkg.output.version}.* "), run[name]
+        pattern = run[name].split()[2]
+        assert re.fullmatch(pattern.replace("*", ".*"), pkg.output.build_string), (run[name], pkg.output.label)
+    assert run["vllm-rocm"].endswith(f"{arch}_*") and f"rocm-sdk-device-{arch}" in run
     # the SDK's host part is one package for every GPU; this GPU's kernels come from its device package
-    assert any(r.split()[0] == f"rocm-sdk-device-{arch}" for r in run)
-    assert not any(r.split()[0] == "rocm-sdk" and arch in r for r in run)
+    assert not any(r.split()[0] == "rocm-sdk" and arch in r for r in run.values())
     # rattler-build cannot solve an environment that needs __amdgpu: only tests that need none
     assert all(set(t) == {"package_contents"} for t in stack.output.rendered["tests"])
 
@@ -117,7 +183,10 @@ def test_the_stack_metapackage_requires_this_gpu(arch):
 def _all_rendered():
     for arch in ARCHS:
         yield from (s.output for s in plan_for(arch).steps)
-    yield from (s.output for s in plan_for("gfx908", (("aotriton_mi100_fa", "true"),)).steps)
+        yield from (s.output for s in plan_for(arch, SOURCE).steps)
+    yield from (s.output for s in plan_for("gfx908", SOURCE + (("aotriton_mi100_fa", "true"),)).steps)
+
+
 
 
 def test_every_source_is_pinned():
@@ -161,9 +230,10 @@ def test_no_orphan_patches():
     assert set(PATCHES) == referenced, f"not referenced: {sorted(map(str, set(PATCHES) - referenced))}"
 
 
-@pytest.mark.parametrize("package", ["pytorch-rocm", "flash-attn-rocm", "vllm-rocm"])
-def test_gpu_checks_run_through_the_check_tool(package):
-    for step in outputs("gfx1151", package):
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("package", ["pytorch", "flash-attn-rocm", "vllm-rocm"])
+def test_gpu_checks_run_through_the_check_tool(package, path):
+    for step in built("gfx1151", package, PATHS[path]):
         tests = str(step.output.rendered["tests"])
         assert "rocm-stack-check check --json --expect-arch ${{ gpu_arch }}" in tests  # rendered at test time
         assert "rocm-stack-check" in step.output.requires

@@ -33,7 +33,7 @@ def test_manifest_for_every_machine(workspace, tmp_path):
     manifest = validate(text)
     assert manifest["workspace"]["channels"] == ["http://lab:8765", "conda-forge"]
     assert manifest["workspace"]["platforms"] == ["linux-64"]
-    assert set(manifest["dependencies"]) == {"rocm-stack", "pytorch-rocm", "flash-attn-rocm", "vllm-rocm", "rocm-stack-check"}
+    assert set(manifest["dependencies"]) == {"rocm-stack", "pytorch-rocm", "pytorch", "flash-attn-rocm", "vllm-rocm", "rocm-stack-check"}
     assert "__amdgpu_arch" in text and "CONDA_OVERRIDE_AMDGPU_ARCH=" in text
     again = orchestrate("consumer-manifest", "--workspace", str(workspace), "--channel", "http://lab:8765",
                         "--output", str(tmp_path / "pixi.toml"))
@@ -45,7 +45,7 @@ def test_pinned_arch_and_arch_without_flash_attn(workspace):
                          "--arch", "gfx908", "--print")
     manifest = validate(result.stdout)
     deps = manifest["dependencies"]
-    assert deps["pytorch-rocm"] == {"version": "*", "build": "*gfx908*"}
+    assert deps["pytorch"] == {"version": "*", "build": "*gfx908*"} and deps["pytorch-rocm"] == "*"
     assert "flash-attn-rocm" not in deps and deps["rocm-stack-check"] == "*"
     assert "CONDA_OVERRIDE_AMDGPU_ARCH=9.0.8" in result.stdout
 

@@ -10,8 +10,10 @@ from .targets import S3Store, parse_target
 
 # The stack a teammate installs: (package, GPU-specific?). rocm-stack pulls in PyTorch, vLLM and the
 # check tool for the machine's GPU and refuses other GPUs; flash-attn is optional, so it is named apart.
-STACK = (("rocm-stack", True), ("pytorch-rocm", True), ("flash-attn-rocm", True), ("vllm-rocm", True),
-         ("rocm-stack-check", False))
+# pytorch-rocm (a metapackage: `pytorch * *rocm*`) says "the ROCm build of PyTorch", so a conda-forge package
+# that needs `pytorch` gets ours; `pytorch` itself is named for the architecture pin.
+STACK = (("rocm-stack", True), ("pytorch-rocm", False), ("pytorch", True), ("flash-attn-rocm", True),
+         ("vllm-rocm", True), ("rocm-stack-check", False))
 
 
 def channel_for_pixi(url: str) -> str:

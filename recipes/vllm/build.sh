@@ -18,7 +18,7 @@ test -f "$TRITON_KERNELS_SRC_DIR/__init__.py"
 unset VLLM_REQUIRE_RUST_FRONTEND
 
 # Strip torch/torchvision/torchaudio/torchcodec pins from requirements and pyproject: torch is our
-# pytorch-rocm (the script moved to tools/ in vLLM 0.33).
+# pytorch package (the script moved to tools/ in vLLM 0.33).
 "$PYTHON" tools/use_existing_torch.py
 
 "$PYTHON" -m pip install . --no-deps --no-build-isolation -vv

@@ -1,0 +1,163 @@
+"""The REAL recipes/pytorch-prebuilt, built from synthetic AMD wheels (AMD's names and layout) served by a
+loopback PEP 503 index with #sha256= fragments, for two architectures; then installed as pixi would."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+import rattler
+import yaml
+from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
+
+from orchestrate.recipes import derived_variant_keys
+from prebuilt_helpers import file_url_and_sha256, torch_wheels, write_pep503_index
+from source_helpers import CountingServer
+from stack import solve
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPE = REPO / "recipes/pytorch-prebuilt/recipe.yaml"
+ARCHS = {"gfx1151": "11.5.1", "gfx942": "9.4.2"}
+SDK = "10.1.0"  # the release AMD's wheels name; the test pins it whatever shared.yaml says today
+PINS = yaml.safe_load((REPO / "variants/shared.yaml").read_text())
+TORCH = PINS["prebuilt_pytorch_version"][0]
+SITE = "lib/python3.12/site-packages"
+# what the recipe's run requirements need, as tiny packages (the build itself needs no channel at all)
+STAND_INS = {"python": "3.12.0", "filelock": "3.0", "typing_extensions": "4.12.0", "sympy": "1.13.3",
+             "networkx": "3.0", "jinja2": "3.0", "fsspec": "2024.1.0", "setuptools": "80.0", "numpy": "2.0",
+             "pillow": "11.0", "rocm-sdk": SDK, **{f"rocm-sdk-device-{a}": SDK for a in ARCHS}}
+
+
+def lock_keys(index_url: str, arch: str) -> dict[str, str]:
+    """The KEY_url/KEY_sha256 variant keys as the orchestrator derives them from the lock for `arch`."""
+    local = f"+rocm{SDK}"
+    files = {
+        "torch": ("torch", f"torch-{TORCH}{local}-cp312-cp312-linux_x86_64.whl"),
+        "torch_device": (f"amd-torch-device-{arch}", f"amd_torch_device_{arch}-{TORCH}{local}-cp312-cp312-linux_x86_64.whl"),
+        "triton": ("triton", f"triton-3.8.0+git675c5987.rocm{SDK}-cp312-cp312-linux_x86_64.whl"),
+        "torchvision": ("torchvision", f"torchvision-0.29.0a0{local}-cp312-cp312-linux_x86_64.whl"),
+        "torchvision_device": (f"amd-torchvision-device-{arch}",
+                               f"amd_torchvision_device_{arch}-0.29.0a0{local}-cp312-cp312-linux_x86_64.whl"),
+        "torchaudio": ("torchaudio", f"torchaudio-2.11.0.3{local}-cp312-cp312-linux_x86_64.whl"),
+    }
+    if arch == "gfx1151":
+        files["torch_device_family"] = ("amd-torch-device-gfx115x",
+                                        f"amd_torch_device_gfx115x-{TORCH}{local}-cp312-cp312-linux_x86_64.whl")
+    keys = {}
+    for key, (project, name) in files.items():
+        keys[f"{key}_url"], keys[f"{key}_sha256"] = file_url_and_sha256(index_url, project, name)
+    return keys
+
+
+def variant_config(arch: str, keys: dict[str, str]) -> VariantConfig:
+    config = VariantConfig.from_files([str(REPO / "variants/shared.yaml"), str(REPO / f"variants/{arch}.yaml")])
+    values = {"rocm_sdk_version": SDK, "pytorch_from": "prebuilt", **keys}
+    values.update(derived_variant_keys({"rocm_sdk_version": [SDK]}))
+    return config.merge(VariantConfig.from_yaml("\n".join(f"{k}: [{json.dumps(v)}]" for k, v in values.items())))
+
+
+def build_stand_ins(channel: Path, scratch: Path) -> None:
+    for name, version in STAND_INS.items():
+        recipe = scratch / name / "recipe.yaml"
+        recipe.parent.mkdir(parents=True)
+        recipe.write_text(yaml.safe_dump({"package": {"name": name, "version": version},
+                                          "build": {"noarch": "generic", "script": "true",
+                                                    "string": "prebuilt_test_stand_in"}}))
+        Stage0Recipe.from_file(recipe).run_build(output_dir=channel)
+
+
+@pytest.fixture(scope="module")
+def channel(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("prebuilt")
+    # a private package cache: these packages' names (pytorch, python, ...) must not shadow other tests'
+    saved_cache = os.environ.get("RATTLER_CACHE_DIR")
+    os.environ["RATTLER_CACHE_DIR"] = str(tmp / "rattler-cache")
+    try:
+        yield build_channel(tmp)
+    finally:
+        os.environ.pop("RATTLER_CACHE_DIR") if saved_cache is None else os.environ.__setitem__("RATTLER_CACHE_DIR", saved_cache)
+
+
+def build_channel(tmp: Path):
+    write_pep503_index(tmp / "index", torch_wheels(tmp / "wheels", list(ARCHS), torch=TORCH, sdk=SDK))
+    out = tmp / "channel"
+    built = {}
+    with CountingServer(tmp / "index") as server:
+        keys = {arch: lock_keys(server.url + "/simple/", arch) for arch in ARCHS}  # what `pins --lock` reads
+        locked = server.downloads
+        for arch in ARCHS:
+            config = variant_config(arch, keys[arch])
+            for variant in Stage0Recipe.from_file(RECIPE).render(config):
+                result = variant.run_build(output_dir=out, tool_config=ToolConfiguration(test_strategy="skip"))
+                built.setdefault(arch, []).extend(Path(p).name for p in result.packages)
+        downloads = server.downloads - locked
+    build_stand_ins(out, tmp / "stand-ins")
+    return out, built, downloads
+
+
+def test_host_and_arch_neutral_packages_are_one_file_for_both_architectures(channel):
+    out, built, _ = channel
+    for name in ("pytorch-base", "triton", "torchaudio"):
+        files = {f for arch in ARCHS for f in built[arch] if f.startswith(name + "-")}
+        assert len(files) == 1, (name, files)
+        [file] = files
+        assert f"_rocm101_py312_h" in file or "-rocm101_py312_h" in file, file
+    packages = sorted(p.name for p in (out / "linux-64").glob("pytorch-*.conda"))
+    assert len([p for p in packages if p.startswith("pytorch-base-")]) == 1
+    assert {a for a in ARCHS if any(p.startswith(f"pytorch-{TORCH}-rocm101_{a}_py312_h") for p in packages)} == set(ARCHS)
+
+
+def test_only_the_locked_files_were_downloaded(channel):
+    _, _, downloads = channel
+    assert downloads and all(path.startswith("files/") for path in downloads)  # the build reads no index page
+    assert downloads[f"files/torch-{TORCH}%2Brocm{SDK}-cp312-cp312-linux_x86_64.whl"] == 1  # once, not per arch
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_each_pytorch_installs_only_with_its_gpu_and_lands_where_pip_puts_it(channel, arch, tmp_path):
+    out, _, _ = channel
+    other = next(a for a in ARCHS if a != arch)
+    records = solve(out, ["pytorch", "torchvision", "torchaudio"], ARCHS[arch])
+    asyncio.run(rattler.install(records, target_prefix=tmp_path / "env", cache_dir=tmp_path / "pkgs"))
+    got = {r.name.normalized: str(r.build) for r in records}
+    assert got["pytorch"].startswith(f"rocm101_{arch}_py312_h") and got["torchvision"].startswith(f"rocm101_{arch}_")
+    assert f"rocm-sdk-device-{arch}" in got and f"rocm-sdk-device-{other}" not in got
+    assert "pytorch-base" in got and got["triton"].startswith("rocm101_py312_h")
+    site = tmp_path / "env" / SITE
+    # pip's layout: one torch/ tree with the device kpack merged in, one dist-info per wheel
+    assert (site / "torch/_rocm_init.py").is_file() and (site / "torch/lib/libtorch_hip.so").is_file()
+    assert (site / f"torch/.kpack/torch_{arch}.kpack").is_file()
+    assert not (site / f"torch/.kpack/torch_{other}.kpack").exists()
+    image_dir = yaml.safe_load((REPO / f"variants/{arch}.yaml").read_text())["aotriton_image_family"][0]
+    assert (site / f"torch/lib/aotriton.images/amd-{image_dir}/flash/attn_fwd/kernel.aks2").is_file()
+    assert (site / f"torchvision/.kpack/torchvision_{arch}.kpack").is_file()
+    for dist in (f"torch-{TORCH}+rocm{SDK}", f"amd_torch_device_{arch}-{TORCH}+rocm{SDK}", f"torchaudio-2.11.0.3+rocm{SDK}"):
+        record = (site / f"{dist}.dist-info/RECORD").read_text()
+        assert (site / f"{dist}.dist-info/INSTALLER").is_file() and f"{dist}.dist-info/RECORD,," in record
+    assert "torch/_rocm_init.py,sha256=" in (site / f"torch-{TORCH}+rocm{SDK}.dist-info/RECORD").read_text()
+    torchrun = (tmp_path / "env/bin/torchrun").read_text()
+    assert torchrun.startswith(f"#!{tmp_path / 'env'}/bin/python\n") and "from torch.distributed.run import main" in torchrun
+    # AMD's ELF files are installed byte for byte
+    assert (site / "torch/lib/libtorch_hip.so").read_bytes().startswith(b"\x7fELF stub")
+
+
+def test_no_pytorch_for_a_gpu_without_its_device_package(channel):
+    out, _, _ = channel
+    with pytest.raises(Exception, match="pytorch|amdgpu"):
+        solve(out, ["pytorch"], "11.0.0")
+
+
+def test_a_wheel_requirement_no_run_requirement_provides_fails_the_build_naming_it(tmp_path):
+    from prebuilt_helpers import make_wheel
+    import subprocess, sys
+
+    wheel = make_wheel(tmp_path, "torch", f"{TORCH}+rocm{SDK}", "cp312-cp312-linux_x86_64",
+                       {"torch/__init__.py": ""}, requires=["filelock", "mystery-runtime>=1"])
+    result = subprocess.run([sys.executable, str(REPO / "recipes/_shared/install-wheels.py"), str(wheel)],
+                            capture_output=True, text=True,
+                            env={"PREFIX": str(tmp_path / "prefix"), "PYTHON_VERSION": "3.12", "SATISFIED_BY": "filelock"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "mystery-runtime>=1" in line and "requirements.run" in line
