@@ -237,7 +237,8 @@ def origin_of(rendered: dict, prebuilt_urls: set[str], index: str) -> str:
     if declared == "prebuilt" or amd:
         files = [u.split("#")[0] for u in (amd or urls) if not u.endswith("/")]  # a project page: not locked yet
         archives = [u for u in files if not u.endswith(".whl")]
-        return ORIGIN_PREBUILT_ARCHIVE if archives and len(archives) == len(files) else ORIGIN_PREBUILT_WHEEL
+        # an archive only when every file is one (an unlocked project page counts as the wheel it will be)
+        return ORIGIN_PREBUILT_ARCHIVE if archives and len(archives) == len(amd or urls) else ORIGIN_PREBUILT_WHEEL
     return ORIGIN_SOURCE
 
 

@@ -103,7 +103,10 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
         if step.state == BUILD:
             will_build.add(output.name)
             step.estimate = estimate_for(output, history)
-            step.reasons += [_unpinned_text(output.name, s) for s in _unpinned(output)]
+            unlocked = _unpinned(output)
+            if unlocked:
+                step.reasons.append(f"{len(unlocked)} file(s) without a sha256 yet ({', '.join(_file_of(s) for s in unlocked)}): "
+                                    f"`{LOCK_COMMAND}` locks them (build-all does it first when online)")
         steps.append(step)
     return Plan(arch, steps, outputs, config, choice, notes)
 
@@ -136,6 +139,11 @@ def _unpinned(output: Output) -> list[Source]:
                 if key.endswith(SHA256_SUFFIX) and value == ""}
     return [s for s in sources_of(output.rendered) if s.kind == "url"
             and (not s.pin or (s.pin == ZERO_SHA256 and s.location in unlocked))]
+
+
+def _file_of(source: Source) -> str:
+    """What a row names for an unlocked source: the file, or the index project page's name."""
+    return source.location.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _unpinned_text(package: str, source: Source) -> str:

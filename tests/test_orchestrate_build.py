@@ -232,7 +232,7 @@ def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, t
     # the test graph has no torchvision/torchaudio, no SDK device package and no prebuilt/source pins
     recipe = folder / "recipe.yaml"
     recipe.write_text("".join(l for l in recipe.read_text().splitlines(True) if not re.match(
-        r"\s*(- torch(vision|audio)|- rocm-sdk-device-|(prebuilt|torch_version|vision_version|audio_version|torch_builds):)", l)))
+        r"\s*(- torch(vision|audio)|- rocm-sdk-device-|- pytorch-rocm |(prebuilt|torch_version|vision_version|audio_version|torch_builds):)", l)))
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1151").code == 0
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1100").code == 0
     builds = install(workspace / "channel", ["rocm-stack"], "11.5.1", tmp_path / "env")

@@ -9,11 +9,13 @@ from ..errors import UserError
 from .targets import S3Store, parse_target
 
 # The stack a teammate installs: (package, GPU-specific?). rocm-stack pulls in PyTorch, vLLM and the
-# check tool for the machine's GPU and refuses other GPUs; flash-attn is optional, so it is named apart.
+# check tool for the machine's GPU and refuses other GPUs; flash-attn is optional (not in build-all's default
+# closure: it is built on request), so its line is written commented out, to uncomment once the channel has it.
 # pytorch-rocm (a metapackage: `pytorch * *rocm*`) says "the ROCm build of PyTorch", so a conda-forge package
 # that needs `pytorch` gets ours; `pytorch` itself is named for the architecture pin.
 STACK = (("rocm-stack", True), ("pytorch-rocm", False), ("pytorch", True), ("flash-attn-rocm", True),
          ("vllm-rocm", True), ("rocm-stack-check", False))
+OPTIONAL = {"flash-attn-rocm"}
 
 
 def channel_for_pixi(url: str) -> str:
@@ -67,10 +69,12 @@ def render_manifest(channel_url: str, arch: Architecture | str | None, config: d
         if isinstance(arch, Architecture) and package == "flash-attn-rocm" and not arch.flash_attn_backends:
             lines.append(f"# {package}: not built for {arch_name} (no flash-attn backend supports it)")
             continue
-        if gpu_specific and arch_name:
-            lines.append(f'{package} = {{ version = "*", build = "*{arch_name}*" }}')
-        else:
-            lines.append(f'{package} = "*"')
+        line = (f'{package} = {{ version = "*", build = "*{arch_name}*" }}' if gpu_specific and arch_name
+                else f'{package} = "*"')
+        if package in OPTIONAL:
+            lines.append(f"# optional, once the channel has it (`orchestrate build {package}` builds it):")
+            line = "# " + line
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 
