@@ -4,14 +4,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 from pathlib import Path
 
-from . import clean, doctor, fetch, pins, runner
+from . import clean, doctor, fetch, pins, runner, stops
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
-from .errors import BuildFailed, UserError
+from .errors import BuildFailed, DiskFull, UserError, is_disk_full
 from .estimates import format_duration
 from .options import ARCH_ENV, DEFAULT_CHANNEL, Options, find_workspace, options_from_args
 from .share import COMMANDS as SHARE_COMMANDS
@@ -121,6 +122,7 @@ def cmd_build(args, reporter: Reporter) -> int:
         show_plan(plan, reporter)
         return 0
     channel = Channel(options.channel)
+    stops.describe(lambda: f"{len(channel.entries_present())} package(s) are in channel {channel.path} and stay there")
     if any(s.state == runner.BUILD for s in plan.steps) or channel.exists():
         channel.check_writable()
     channel.lock(" ".join(["orchestrate", args.command, *(packages or [])]))
@@ -185,6 +187,8 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     else:
         plans = [runner.make_plan(options, args.packages)]
     SourceCache(options.source_cache).ensure_writable()
+    stops.describe(lambda: f"the source cache {options.source_cache} keeps every source fetched so far",
+                   "run the same command again to fetch the rest")
     reporter.info(f"source cache: {options.source_cache}")
     results = []
     with clean.work_area(options):
@@ -242,6 +246,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     reporter = Reporter(quiet=getattr(args, "quiet", False))
     handler = COMMANDS.get(args.command) or {n: run for n, _, _, run in SHARE_COMMANDS}[args.command]
+    installed = stops.install()  # Ctrl-C and SIGTERM: stops.py says how
+    try:
+        return _run(handler, args, reporter)
+    finally:
+        if installed:
+            stops.uninstall()
+
+
+def _run(handler, args, reporter: Reporter) -> int:
     try:
         return handler(args, reporter)
     except UserError as exc:
@@ -250,14 +263,23 @@ def main(argv: list[str] | None = None) -> int:
     except BuildFailed as exc:
         reporter.error(f"error: {exc}; run the same command again to retry only what failed")
         return exc.exit_code
-    except KeyboardInterrupt:
-        reporter.error("interrupted: packages already built stay in the channel")
-        return 130
+    except (stops.Stopped, KeyboardInterrupt) as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        if stops.report_once():
+            reporter.error(stops.line(signum))
+        return 128 + signum
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        error = DiskFull(Path(exc.filename or "."), "a file at")  # a write site not wrapped in errors.writing
+        reporter.error(f"error: {error}")
+        return error.exit_code
 
 
 def entry() -> None:
     """Console-script entry: exit without interpreter finalization, which can crash while py-rattler's
     worker threads are still shutting down (seen as exit 134/139 after a successful build)."""
+    stops.install()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
