@@ -279,7 +279,6 @@ def _run(handler, args, reporter: Reporter) -> int:
 def entry() -> None:
     """Console-script entry: exit without interpreter finalization, which can crash while py-rattler's
     worker threads are still shutting down (seen as exit 134/139 after a successful build)."""
-    stops.install()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -63,6 +63,7 @@ def make_plan(options: Options, packages: list[str] | None = None) -> Plan:
     set_build_knobs(options)
     config = variant_config(options, table, arch)
     outputs = render_all(options, config, arch)
+    crashpoints.reach("planned")
     order = graph.build_order(outputs)
     _skip_dependents_of_skipped(order)
     compute_input_hashes(outputs, order)

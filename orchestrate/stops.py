@@ -1,43 +1,47 @@
 """Ctrl-C and SIGTERM stop a run within seconds, at any moment, and say so in one line.
 
-Why Python's default handling is not enough: most of a build runs inside py-rattler-build (Rust), which
-calls back into Python only for its progress events. Python runs a signal handler at the next Python
-bytecode of the main thread, so the KeyboardInterrupt surfaced inside those callbacks, and py-rattler-build
-prints "Error in Python progress callback on_log: KeyboardInterrupt" and goes on building: Ctrl-C was
-swallowed whenever it arrived during a build. And while a build script runs without printing, no Python
-code runs in the main thread at all; SIGTERM sent to our process alone (docker stop, a CI cancel) never
-reaches the script's compilers.
+Why Python's own handling was not enough (measured with py-rattler-build 0.73): `run_build` holds the GIL
+for the whole build and calls back into Python only for its progress events. A signal's Python handler
+runs at the next Python bytecode of the main thread, so KeyboardInterrupt surfaced inside those
+callbacks, where py-rattler-build prints "Error in Python progress callback on_log: KeyboardInterrupt" and
+goes on building: Ctrl-C was swallowed whenever it arrived during a build. While a build script runs
+without printing, no Python code runs at all, in any thread: SIGTERM sent to our process alone (docker
+stop, a CI cancel) never reached the script's compilers, and nothing in the process could act on it.
 
-So a signal is handled in two places:
-- a watcher thread woken by the signal itself (signal.set_wakeup_fd), whatever the main thread is doing:
-  it ends every process the run started (the build script and its compilers, found through /proc; this
-  process is their child subreaper, so none escapes by being orphaned), and if the main thread has not
-  stopped after EXIT_AFTER_S (rattler-build downloading or solving, say) it prints the line and exits;
-- the Python handler in the main thread raises Stopped where that is safe: at once in our own code; at the
-  end of a `zone` otherwise (FOREIGN: inside py-rattler-build, where an exception would be swallowed;
-  CRITICAL: adding a package to the channel, which must complete).
-A second signal exits at once.
+So the command runs in a child process (the worker) under a small supervisor, the process the shell
+waits for (`supervise`, called first thing by the launcher):
+- the supervisor holds no GIL-bound library and answers a signal at once: it passes it on to the worker,
+  ends every process of the build (SIGTERM, SIGKILL after KILL_AFTER_S; it is their child subreaper, so
+  an orphaned compiler is still found), and if the worker has not stopped after EXIT_AFTER_S (stuck in
+  a download or a solve) it ends the worker and prints the line itself. A second signal ends all at once.
+- the worker's Python handler raises Stopped where that is safe: at once in our own code; at the end of
+  a `zone` otherwise (FOREIGN: inside py-rattler-build, where an exception is swallowed; CRITICAL: adding
+  a package to the channel, which must complete). The command then prints the line and exits 128+signal.
+The worker keeps the supervisor informed through a shared page: the zone it is in, whether it has
+printed the line, and the line's text as it would read now.
 """
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import signal
-import socket
+import struct
 import sys
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
 FOREIGN, CRITICAL = "foreign", "critical"
+ZONE_CODES = {None: 0, FOREIGN: 1, CRITICAL: 2}
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 WORDS = {signal.SIGINT: ("interrupted", "Ctrl-C"), signal.SIGTERM: ("terminated", "SIGTERM")}
 KILL_AFTER_S = 2.0  # build processes still running this long after SIGTERM get SIGKILL
-EXIT_AFTER_S = 4.0  # the main thread must have stopped by then, or the watcher ends the process
+EXIT_AFTER_S = 4.0  # the worker must have stopped by then, or the supervisor ends it
 SAME_STOP_S = 0.5  # signals this close to the first are the same stop, not a second Ctrl-C
-PR_SET_CHILD_SUBREAPER = 36
+PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 36, 1
+PAGE = 4096  # shared page: zone, reported, text length (2 bytes), text
 
 
 class Stopped(BaseException):
@@ -55,58 +59,50 @@ class Stopped(BaseException):
 class _State:
     def __init__(self) -> None:
         self.signum: int | None = None
-        self.count = 0
-        self.first_at = 0.0
         self.zone: str | None = None
-        self.in_flight = ""  # what was under way, for the line ("the build of X; its work folder ...")
+        self.in_flight = ""  # what was under way, for the line ("the build of X was stopped, ...")
         self.done: Callable[[], str] = lambda: ""  # what the command has done that stays, for the line
-        self.resume = ""  # how to go on
+        self.resume = "run the same command again to continue"
         self.reported = False
-        self.lock = threading.Lock()
+        self.shared: mmap.mmap | None = None  # the page the supervisor reads
+        self.supervisor: int | None = None
 
 
 _state = _State()
-_installed: dict | None = None
+_previous_handlers: dict | None = None
 
 
+# -- the worker (and any in-process caller of cli.main) -------------------------------------------------
 def install() -> bool:
-    """Take over SIGINT and SIGTERM (main thread only); False when already installed."""
-    global _installed
-    if _installed is not None or threading.current_thread() is not threading.main_thread():
+    """Take over SIGINT and SIGTERM in this process (main thread only); False when already installed."""
+    global _previous_handlers
+    if _previous_handlers is not None:
         return False
-    reader, writer = socket.socketpair()
-    reader.setblocking(True)
-    writer.setblocking(False)
-    previous = {s: signal.signal(s, _on_signal) for s in SIGNALS}
-    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-    _set_child_subreaper(True)
-    thread = threading.Thread(target=_watch, args=(reader,), name="orchestrate-stops", daemon=True)
-    _installed = {"previous": previous, "previous_fd": previous_fd, "reader": reader, "writer": writer}
+    _previous_handlers = {s: signal.signal(s, _on_signal) for s in SIGNALS}
+    shared, supervisor = _state.shared, _state.supervisor
     _state.__init__()
-    thread.start()
+    _state.shared, _state.supervisor = shared, supervisor
     return True
 
 
 def uninstall() -> None:
     """Give the signals back (in-process callers, the tests)."""
-    global _installed
-    if _installed is None:
+    global _previous_handlers
+    if _previous_handlers is None:
         return
-    signal.set_wakeup_fd(_installed["previous_fd"])
-    for signum, handler in _installed["previous"].items():
+    for signum, handler in _previous_handlers.items():
         signal.signal(signum, handler)
-    _set_child_subreaper(False)
-    _installed["writer"].close()  # wakes the watcher, which then ends
-    _installed = None
+    _previous_handlers = None
+
+
+def supervisor_pid() -> int | None:
+    return _state.supervisor
 
 
 def describe(done: Callable[[], str], resume: str = "run the same command again to continue") -> None:
     """What the stop line says stays done, and how to go on (each command says it once it knows)."""
     _state.done, _state.resume = done, resume
-
-
-def requested() -> int | None:
-    return _state.signum
+    _publish()
 
 
 @contextmanager
@@ -117,6 +113,7 @@ def zone(kind: str, in_flight: str = ""):
     _state.zone = kind if outer != CRITICAL else CRITICAL
     if in_flight:
         _state.in_flight = in_flight
+    _publish()
     try:
         yield
     finally:
@@ -124,26 +121,30 @@ def zone(kind: str, in_flight: str = ""):
     if _state.signum is not None and outer is None:
         raise Stopped(_state.signum)
     _state.in_flight = outer_flight
+    _publish()
 
 
 def line(signum: int) -> str:
     """The one line a stop prints: what stopped it, what stays, what was under way, how to go on."""
     word, name = WORDS.get(signum, ("stopped", f"signal {signum}"))
-    try:
-        done = _state.done()
-    except Exception:  # the line must come out even if counting what stays fails
-        done = ""
-    rest = "; ".join(part for part in (done, _state.in_flight, _state.resume) if part)
-    return f"{word} ({name})" + (f": {rest}" if rest else "")
+    return f"{word} ({name}): {_rest_of_line()}"
 
 
 def report_once() -> bool:
-    """Whether the caller is the one to print the line (the main thread or the watcher, never both)."""
-    with _state.lock:
-        if _state.reported:
-            return False
-        _state.reported = True
-        return True
+    """Whether the caller is the one to print the line (the worker or the supervisor, never both)."""
+    if _state.reported:
+        return False
+    _state.reported = True
+    if _state.shared is not None:
+        _state.shared[1] = 1
+    return True
+
+
+def exit_now(signum: int, note: str = "") -> None:
+    """Print the stop line and end the process at once (a stop before the command started)."""
+    sys.stderr.write(line(signum) + (f" ({note})" if note else "") + "\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 def _on_signal(signum: int, frame) -> None:
@@ -153,57 +154,101 @@ def _on_signal(signum: int, frame) -> None:
         raise Stopped(_state.signum)
 
 
-def _watch(reader: socket.socket) -> None:
-    while True:
-        try:
-            data = reader.recv(64)
-        except OSError:
-            return
-        if not data:
-            reader.close()
-            return
-        for signum in data:
-            if signum in SIGNALS:
-                _handle(signum)
-
-
-def _handle(signum: int) -> None:
-    now = time.monotonic()
-    if _state.first_at and now - _state.first_at < SAME_STOP_S:
-        return  # one Ctrl-C sometimes arrives twice within milliseconds while py-rattler-build runs
-    _state.count += 1
-    _state.first_at = _state.first_at or now
-    if _state.signum is None:
-        _state.signum = signum
-    if _state.count > 1:
-        end_children(grace_s=0)
-        exit_now(_state.signum, "a second signal: stopped at once; the next run tidies up")
-        return
-    threading.Thread(target=_stop_within_deadline, daemon=True).start()
-
-
-def _stop_within_deadline() -> None:
-    started = time.monotonic()
-    end_children(grace_s=KILL_AFTER_S)
-    while time.monotonic() - started < EXIT_AFTER_S or _state.zone == CRITICAL:
-        if _state.reported or _installed is None:
-            return
-        time.sleep(0.05)
-    exit_now(_state.signum, "")
-
-
-def exit_now(signum: int, note: str = "") -> None:
-    """Print the stop line (unless the main thread did) and end the process now."""
-    if report_once() or note:
-        sys.stderr.write(line(signum) + (f" ({note})" if note else "") + "\n")
+def _rest_of_line() -> str:
     try:
-        sys.stdout.flush()
+        done = _state.done()
+    except Exception:  # the line must come out even if counting what stays fails
+        done = ""
+    return "; ".join(part for part in (done, _state.in_flight, _state.resume) if part)
+
+
+def _publish() -> None:
+    """Tell the supervisor the zone and the line as it would read now."""
+    shared = _state.shared
+    if shared is None:
+        return
+    text = _rest_of_line().encode()[:PAGE - 4]
+    shared[4:4 + len(text)] = text
+    shared[2:4] = struct.pack("<H", len(text))
+    shared[0] = ZONE_CODES[_state.zone]
+
+
+# -- the supervisor ----------------------------------------------------------------------------------------
+def supervise() -> None:
+    """Fork: the child (the worker) returns and runs the command; this process supervises it and exits
+    with its status. Call before importing anything that starts threads."""
+    shared = mmap.mmap(-1, PAGE)
+    parent = os.getpid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, [*SIGNALS, signal.SIGCHLD])  # queued for sigtimedwait below
+    _set_child_subreaper(True)
+    worker = os.fork()
+    if worker == 0:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the supervisor killed with SIGKILL takes the worker along
+        if os.getppid() != parent:
+            os._exit(1)
+        _set_child_subreaper(False)
+        _state.shared, _state.supervisor = shared, parent
+        install()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [*SIGNALS, signal.SIGCHLD])
+        return
+    _supervise(worker, shared)
+
+
+def _supervise(worker: int, shared: mmap.mmap) -> None:
+    stop: int | None = None
+    first_at = kill_at = exit_at = 0.0
+    while True:
+        done, status = os.waitpid(worker, os.WNOHANG)
+        if done:
+            break
+        info = signal.sigtimedwait([*SIGNALS, signal.SIGCHLD], 0.1)
+        now = time.monotonic()
+        if info is not None and info.si_signo in SIGNALS:
+            if stop is None:
+                stop, first_at = info.si_signo, now
+                kill_at, exit_at = now + KILL_AFTER_S, now + EXIT_AFTER_S
+                _kill(worker, stop)  # a terminal's Ctrl-C reached it already; `docker stop` did not
+            elif now - first_at > SAME_STOP_S:  # one Ctrl-C can arrive twice within milliseconds
+                _end_all(worker, shared, stop, "a second signal: stopped at once; the next run tidies up")
+        if stop is not None:
+            _signal_build(worker, signal.SIGKILL if now >= kill_at else signal.SIGTERM)
+            if now >= exit_at and shared[0] != ZONE_CODES[CRITICAL] and not shared[1]:
+                _end_all(worker, shared, stop, "")
+    if stop is not None:
+        _signal_build(worker, signal.SIGKILL)  # what the worker's end orphaned
+    if os.WIFSIGNALED(status):  # die the same way, so the caller sees what happened to the worker
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [os.WTERMSIG(status)])
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) if not os.WIFSIGNALED(status) else 128 + os.WTERMSIG(status))
+
+
+def _end_all(worker: int, shared: mmap.mmap, signum: int, note: str) -> None:
+    _kill(worker, signal.SIGKILL)
+    _signal_build(worker, signal.SIGKILL)
+    if not shared[1] or note:
+        length = struct.unpack("<H", shared[2:4])[0]
+        word, name = WORDS[signum]
+        rest = shared[4:4 + length].decode(errors="replace")
+        sys.stderr.write(f"{word} ({name}): {rest}" + (f" ({note})" if note else "") + "\n")
         sys.stderr.flush()
-    finally:
-        os._exit(128 + signum)
+    os._exit(128 + signum)
 
 
-# -- the processes this run started ---------------------------------------------------------------------
+def _signal_build(worker: int, signum: int) -> None:
+    """Signal every process of the build: below the worker, or orphaned to us."""
+    for pid in descendants():
+        if pid != worker:
+            _kill(pid, signum)
+
+
+def _kill(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except OSError:
+        pass
+
+
 def descendants(root: int | None = None) -> list[int]:
     """Every live process below `root` (default: this one), read from /proc; zombies are not running."""
     root = os.getpid() if root is None else root
@@ -216,9 +261,8 @@ def descendants(root: int | None = None) -> list[int]:
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()  # after "(comm)", which may contain spaces
-        if fields[0] == "Z":
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
     found, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -227,31 +271,15 @@ def descendants(root: int | None = None) -> list[int]:
     return found
 
 
-def end_children(grace_s: float) -> None:
-    """SIGTERM to every process this run started, SIGKILL to those still there after grace_s."""
-    deadline = time.monotonic() + grace_s
-    signum = signal.SIGTERM if grace_s > 0 else signal.SIGKILL
-    while True:
-        pids = descendants()
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signum)
-            except OSError:
-                continue
-        if signum == signal.SIGKILL and time.monotonic() > deadline + 1.0:
-            return  # what survives SIGKILL for a second (uninterruptible I/O) is the kernel's now
-        time.sleep(0.05)
-        if time.monotonic() >= deadline:
-            signum = signal.SIGKILL
-
-
 def _set_child_subreaper(on: bool) -> None:
     """Orphans (a compiler whose make was stopped first) become our children, so descendants() finds them."""
+    _prctl(PR_SET_CHILD_SUBREAPER, int(on))
+
+
+def _prctl(option: int, value: int) -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
         pass
