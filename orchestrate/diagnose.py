@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .errors import DISK_FULL_TEXT, disk_full_message
+from .errors import DISK_FULL_TEXT, disk_full_message, filesystem_of
 from .options import GIB_PER_JOB
 
 SOLVE_FAILED = "Failed to resolve dependencies"
@@ -40,6 +40,7 @@ SCRIPT_STATUS = re.compile(r"Script failed with status (\d+)")
 KILLED = re.compile(r"Killed signal terminated program (\S+)|unable to execute command: Killed|"
                     r"^\S+: line \d+: +\d+ Killed +(.+)$|\bsignal: 9\b|\(signal 9\)")
 COMPILER_ERROR = re.compile(r"(?:^|: )(?:fatal )?error: |^CMake Error|^ERROR: ")
+LOW_SPACE_BYTES = 16 << 20  # a script that "failed to execute" with less free than this: the disk is full
 LAST_LINES = 2  # of a failed script's output, when no line says `error:`
 FIX_CHANNEL = "check the network or a proxy, or set source_channels to a mirror in orchestrate.toml"
 FIX_SOURCE = ("check the network or a proxy (HTTPS_PROXY), or run `orchestrate fetch` where it can be reached "
@@ -55,7 +56,7 @@ def explain(error: str, log: Sequence[str], package: str = "", source_channels: 
     owner = f"{package}'s " if package else "a "
     if DISK_FULL_TEXT.search(text):
         return disk_full_message(work or Path.cwd(), "the build in")
-    found = source_problem(text, owner) or script_problem(log, max_jobs)
+    found = source_problem(text, owner)
     if found:
         return found
     if SOLVE_FAILED in error:
@@ -63,6 +64,12 @@ def explain(error: str, log: Sequence[str], package: str = "", source_channels: 
     if "Test failed" in text or "test failed" in text.lower():
         # The test environment is solved too, and a channel that cannot be reached then fails "the tests".
         return _solve_problem(log, package, source_channels, channels_only=True) or "the recipe's tests failed"
+    found = script_problem(log, max_jobs)
+    if found:
+        return found
+    if "Script failed" in error and work is not None and filesystem_of(work)[1] < LOW_SPACE_BYTES:
+        # rattler-build could not even write the script: it says no more than this
+        return disk_full_message(work, "the build in")
     return " ".join(error.replace("PyRattlerBuildError: ", "").split())[:300] or "the build failed"
 
 
@@ -73,7 +80,10 @@ def script_problem(log: Sequence[str], max_jobs: int | None = None) -> str | Non
     if not status_at:
         return None
     status = int(SCRIPT_STATUS.search(log[status_at[-1]]).group(1))
-    output = [line for line in log[:status_at[-1]] if line.strip() and not line.startswith("+ ")]
+    # The script's own output: from its first traced command (rattler-build runs it with `set -x`) on.
+    before = log[:status_at[-1]]
+    start = next((i for i, line in enumerate(before) if line.startswith("+ ")), 0)
+    output = [line for line in before[start:] if line.strip() and not line.startswith("+")]
     killed = next((KILLED.search(line) for line in reversed(output) if KILLED.search(line)), None)
     if status == 128 + signal.SIGKILL or killed:
         what = next((g for g in (killed.groups() if killed else ()) if g), "the build script")

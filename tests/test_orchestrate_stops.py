@@ -4,6 +4,7 @@ and a second run finishes the job. A second Ctrl-C exits at once."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -37,7 +38,8 @@ def script_runs(workspace: Path, lines: list[str], recipe: str = "rocm-sdk") -> 
     marker = f"      - bash $RECIPE_DIR/../_shared/write-marker.sh {recipe}\n"
     text = path.read_text()
     assert marker in text
-    path.write_text(text.replace(marker, marker + "".join(f"      - {line}\n" for line in lines)))
+    added = "".join(f"      - {json.dumps(line)}\n" for line in lines)  # a JSON string is a YAML string
+    path.write_text(text.replace(marker, marker + added))
 
 
 def hanging_script(workspace: Path, traps: str = "") -> Path:
@@ -130,8 +132,8 @@ def test_a_stop_inside_a_silent_build_script_ends_its_processes(orchestrate, wor
     assert not [pid for pid in pids if alive(pid)], "build processes left running"
     if signum == signal.SIGINT:
         script = workspace / "recipes" / "rocm-sdk" / "recipe.yaml"
-        script.write_text(script.read_text().replace(f"trap '' INT; sleep 60 & echo $! >> {pids_file}; "
-                                                     f"echo $$ >> {pids_file}; wait", "true"))
+        hang = json.dumps(f"trap '' INT; sleep 60 & echo $! >> {pids_file}; echo $$ >> {pids_file}; wait")
+        script.write_text(script.read_text().replace(hang, "true"))
         assert_rerun_finishes(orchestrate, workspace)
 
 
