@@ -217,9 +217,11 @@ def _supervise(worker: int, shared: mmap.mmap) -> None:
     if stop is not None:
         _signal_build(worker, signal.SIGKILL)  # what the worker's end orphaned
     if os.WIFSIGNALED(status):  # die the same way, so the caller sees what happened to the worker
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [os.WTERMSIG(status)])
-        os.kill(os.getpid(), os.WTERMSIG(status))
+        died_by = os.WTERMSIG(status)
+        if died_by != signal.SIGKILL:
+            signal.signal(died_by, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [died_by])
+        os.kill(os.getpid(), died_by)
     os._exit(os.waitstatus_to_exitcode(status) if not os.WIFSIGNALED(status) else 128 + os.WTERMSIG(status))
 
 

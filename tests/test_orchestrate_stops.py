@@ -146,7 +146,7 @@ def test_a_second_ctrl_c_exits_at_once(workspace):
     second = time.monotonic()
     os.killpg(process.pid, signal.SIGINT)
     _, err = process.communicate(timeout=30)
-    assert time.monotonic() - second < 1.0
+    assert time.monotonic() - second < 1.5  # the first stop alone would take KILL_AFTER_S (2 s) more
     assert process.returncode == 130
     assert "second signal: stopped at once" in err
     assert not [int(p) for p in pids_file.read_text().split() if alive(int(p))]
