@@ -20,8 +20,9 @@ from typing import Callable
 from rattler_build import EnvironmentIsolation, ToolConfiguration, VariantConfig
 from rattler_build.progress import BuildStepEvent, LogEvent
 
-from . import diagnose
+from . import crashpoints, diagnose, stops
 from .channel import Channel, sha256_of
+from .errors import writing
 from .options import Options
 from .recipes import Output, load_recipe_yaml, rerender
 from .sources import SourceCache
@@ -40,14 +41,27 @@ class BuildOutcome:
 
 
 class _LogSink:
-    """py-rattler-build progress callback: every log line to the log file, build steps to the UI."""
+    """py-rattler-build progress callback: every log line to the log file, build steps to the UI.
+
+    py-rattler-build prints and ignores an exception raised here, so a write that fails (a full disk)
+    is kept in `write_error` for build_output to raise once the build returns."""
 
     def __init__(self, log_file, on_step: Callable[[str], None]):
         self.log_file = log_file
         self.on_step = on_step
+        self.write_error: OSError | None = None
+
+    def write(self, text: str) -> None:
+        if self.write_error is not None:
+            return
+        try:
+            self.log_file.write(text)
+            self.log_file.flush()
+        except OSError as exc:
+            self.write_error = exc
 
     def on_download_start(self, event) -> None:
-        self.log_file.write(f"download {event.url}\n")
+        self.write(f"download {event.url}\n")
 
     def on_download_progress(self, event) -> None:
         pass
@@ -56,12 +70,12 @@ class _LogSink:
         pass
 
     def on_build_step(self, event: BuildStepEvent) -> None:
-        self.log_file.write(f"== {event.step_name}: {event.message}\n")
+        self.write(f"== {event.step_name}: {event.message}\n")
         self.on_step(event.step_name)
 
     def on_log(self, event: LogEvent) -> None:
-        self.log_file.write(event.message.rstrip("\n") + "\n")
-        self.log_file.flush()
+        crashpoints.reach("build.log")
+        self.write(event.message.rstrip("\n") + "\n")
 
 
 def provenance(output: Output, options: Options, arch: str) -> dict:
@@ -86,40 +100,66 @@ def build_output(
     arch: str,
     on_step: Callable[[str], None] = lambda step: None,
 ) -> BuildOutcome:
-    options.logs_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = options.logs_dir / f"{output.name}-{output.build_string}-{stamp}.log"
+    with writing("the build log", log_path):
+        options.logs_dir.mkdir(parents=True, exist_ok=True)
+        log_file = open(log_path, "w")
+    with writing("the build log", log_path), log_file:
+        return _build_logged(output, config, options, channel, arch, on_step, log_file, log_path)
+
+
+def _build_logged(output: Output, config: VariantConfig, options: Options, channel: Channel, arch: str,
+                  on_step: Callable[[str], None], log_file, log_path: Path) -> BuildOutcome:
     work = new_work_folder(output, options)
     forget_cached_package(output)
     started = time.monotonic()
-    with open(log_path, "w") as log_file, DiskWatch(work) as disk:
-        log_file.write(f"# {output.label} for {arch}; input hash {output.input_hash}; work folder {work}\n")
+    sink = _LogSink(log_file, on_step)
+    kept = f"the build of {output.label} was stopped, its work folder kept for a look: {work}"
+    with DiskWatch(work) as disk, writing("the build log", log_path):
+        sink.write(f"# {output.label} for {arch}; input hash {output.input_hash}; work folder {work}\n")
         try:
             variant = _rendered_with_provenance(output, config, options, arch, work)
             channels = ([str(channel.path)] if channel.is_channel() else []) + list(options.source_channels)
-            result = variant.run_build(
-                tool_config=ToolConfiguration(test_strategy="native" if options.run_tests else "skip"),
-                output_dir=work,
-                channels=channels,
-                progress_callback=_LogSink(log_file, on_step),
-                env_isolation=EnvironmentIsolation.STRICT,
-            )
-        except Exception as exc:  # py-rattler-build raises several error types; all mean "this build failed"
-            lines = [str(line) for line in getattr(exc, "log", None) or []]
-            log_file.write("\n".join(lines) + "\n" + f"ERROR: {exc}\n")
-            tail = (lines or str(exc).splitlines())[-15:]
-            return BuildOutcome(False, [], time.monotonic() - started, log_path, _explain(exc, lines, output, options),
-                                tail, work, disk.peak_bytes)
-        log_file.write("\n".join(str(line) for line in result.log or []) + "\n")
+            with stops.zone(stops.FOREIGN, in_flight=kept):
+                try:
+                    result = variant.run_build(
+                        tool_config=ToolConfiguration(test_strategy="native" if options.run_tests else "skip"),
+                        output_dir=work,
+                        channels=channels,
+                        progress_callback=sink,
+                        env_isolation=EnvironmentIsolation.STRICT,
+                    )
+                except Exception as exc:  # py-rattler-build raises several error types; all mean "this build failed"
+                    failure = exc
+                else:
+                    failure = None
+        except stops.Stopped as stop:
+            sink.write(f"== {stop}: the orchestrator stopped this build\n")
+            raise
+        except Exception as exc:  # rendering the recipe again failed
+            failure = exc
+        if sink.write_error is not None:
+            raise sink.write_error
+        if failure is not None:
+            lines = [str(line) for line in getattr(failure, "log", None) or []]
+            sink.write("\n".join(lines) + "\n" + f"ERROR: {failure}\n")
+            tail = (lines or str(failure).splitlines())[-15:]
+            return BuildOutcome(False, [], time.monotonic() - started, log_path,
+                                _explain(failure, lines, output, options, work), tail, work, disk.peak_bytes)
+        sink.write("\n".join(str(line) for line in result.log or []) + "\n")
+        if sink.write_error is not None:
+            raise sink.write_error
     return BuildOutcome(True, [Path(p) for p in result.packages], time.monotonic() - started, log_path, work=work,
                         disk_peak_bytes=disk.peak_bytes)
 
 
 def new_work_folder(output: Output, options: Options) -> Path:
     """A private output folder for one build, using the shared source cache."""
-    options.work_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"{output.name}-", dir=options.work_dir))
-    SourceCache(options.source_cache).attach(work)
+    with writing("a work folder in", options.work_dir):
+        options.work_dir.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f"{output.name}-", dir=options.work_dir))
+        SourceCache(options.source_cache).attach(work)
     return work
 
 
@@ -189,8 +229,9 @@ def _rendered_with_provenance(output: Output, config: VariantConfig, options: Op
     return rerender(output, config, data, work)
 
 
-def _explain(exc: Exception, lines: list[str], output: Output, options: Options) -> str:
-    return diagnose.explain(str(exc), lines, output.name, options.source_channels)
+def _explain(exc: Exception, lines: list[str], output: Output, options: Options, work: Path) -> str:
+    return diagnose.explain(str(exc), lines, output.name, options.source_channels, max_jobs=options.jobs(),
+                            work=work)
 
 
 def _workspace_relative(path: Path, workspace: Path) -> str:

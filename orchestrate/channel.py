@@ -21,8 +21,8 @@ from typing import Callable
 
 from rattler.index import index_fs
 
-from . import crashpoints
-from .errors import UserError
+from . import crashpoints, stops
+from .errors import DiskFull, UserError, is_disk_full, writing
 
 MANIFEST = "orchestrate-manifest.json"
 LOCK = ".orchestrate.lock"
@@ -30,6 +30,7 @@ SUPERSEDED = ".superseded"
 STAMP_FORMAT = "%Y%m%dT%H%M%S"  # .superseded/<when>/<subdir>/<file>
 SUBDIRS = ("noarch", "linux-64")
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
+ROOM_SLACK = 1 << 20  # bytes an add keeps free beyond its own copies (temporary index files)
 INDEX_SCRATCH = ".tmp"  # py-rattler's index_fs leaves this (empty) folder behind
 
 
@@ -103,6 +104,8 @@ class Channel:
             probe = tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-", delete=True)
             probe.close()
         except OSError as exc:
+            if is_disk_full(exc):
+                raise DiskFull(self.path, "the channel") from None
             raise UserError(
                 f"channel folder {self.path} is not writable ({exc.strerror or exc}): "
                 "fix its permissions or pass --channel DIR that you can write"
@@ -110,6 +113,14 @@ class Channel:
 
     # -- one orchestration at a time --------------------------------------------------------------
     def lock(self, command: str) -> None:
+        with writing("the channel lock", self.path / LOCK):
+            try:
+                self._lock(command)
+            except BaseException:
+                self.unlock()
+                raise
+
+    def _lock(self, command: str) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -120,9 +131,9 @@ class Channel:
             raise UserError(
                 f"channel {self.path} is in use by {holder}: wait for it to finish or use another --channel"
             ) from None
+        self._lock_fd = fd  # held from here: unlock() releases it even if recording the holder fails
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} ({command}, since {time.strftime('%H:%M:%S')})".encode())
-        self._lock_fd = fd
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
@@ -154,17 +165,35 @@ class Channel:
 
     # -- adding packages --------------------------------------------------------------------------
     def add(self, package: Path, entry: ManifestEntry) -> None:
-        """Copy one built package in, keep any file it replaces, index, record. All or nothing."""
+        """Copy one built package in, keep any file it replaces, index, record. All or nothing: a stop
+        (Ctrl-C, SIGTERM) waits until it is done, a full disk rolls it back."""
+        with stops.zone(stops.CRITICAL), writing("the channel", self.path):
+            self._check_room(package)
+            self._add(package, entry)
+
+    def _check_room(self, package: Path) -> None:
+        """Refuse before touching anything when the copy, a superseded copy, index and manifest cannot fit."""
+        indexes = [self.path / d / "repodata.json" for d in SUBDIRS] + [self.path / MANIFEST]
+        needed = 2 * package.stat().st_size + 2 * sum(p.stat().st_size for p in indexes if p.exists()) + ROOM_SLACK
+        folder = self.path if self.path.exists() else self.path.parent
+        if shutil.disk_usage(folder).free < needed:
+            raise DiskFull(self.path, f"{package.name} ({needed} bytes with its index) in the channel")
+
+    def _add(self, package: Path, entry: ManifestEntry) -> None:
         subdir = package.parent.name if package.parent.name in SUBDIRS else entry.file.split("/")[0]
         target = self.path / subdir / package.name
         target.parent.mkdir(parents=True, exist_ok=True)
         for other in SUBDIRS:
             (self.path / other).mkdir(exist_ok=True)
         staged = target.with_name(f".{target.name}.incoming")
-        shutil.copy2(package, staged)
-        crashpoints.reach("add.staged")
-        superseded = self._set_aside(target) if target.exists() else None
-        manifest_before = (self.path / MANIFEST).read_text() if (self.path / MANIFEST).exists() else None
+        try:
+            shutil.copy2(package, staged)
+            crashpoints.reach("add.staged")
+            superseded = self._set_aside(target) if target.exists() else None
+        except BaseException:
+            staged.unlink(missing_ok=True)
+            raise
+        recorded = False
         try:
             os.replace(staged, target)
             crashpoints.reach("add.replaced")
@@ -173,17 +202,19 @@ class Channel:
             manifest[entry.file] = entry
             self.reindex()
             crashpoints.reach("add.indexed")
-            self._write_manifest(manifest)
+            self._write_manifest(manifest)  # atomic: until it is replaced, the old manifest stands
+            recorded = True
             crashpoints.reach("add.recorded")
         except BaseException:
+            if recorded:
+                raise  # everything is in place; only a crash point raised
+            # Undo in an order that needs no free space: the rename frees the new file's blocks first,
+            # so the index written last fits even on a full disk.
             if superseded:
-                shutil.copy2(superseded, target)
+                os.replace(superseded, target)
             else:
                 target.unlink(missing_ok=True)
-            if manifest_before is None:
-                (self.path / MANIFEST).unlink(missing_ok=True)
-            else:
-                (self.path / MANIFEST).write_text(manifest_before)
+            (self.path / f".{MANIFEST}.tmp").unlink(missing_ok=True)
             self.reindex()
             raise
         finally:
@@ -224,6 +255,10 @@ class Channel:
         stray temporary files are removed; the index is rewritten if anything changed."""
         if not self.path.is_dir():
             return Recovery([], [], [], [])
+        with stops.zone(stops.CRITICAL), writing("the channel", self.path):
+            return self._recover(adopt)
+
+    def _recover(self, adopt: Callable[[Path, dict], ManifestEntry | None]) -> Recovery:
         stray = self._remove_stray_files()
         manifest = self.manifest()
         files = set(self.package_files())

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .channel import STAMP_FORMAT, SUPERSEDED, Channel
-from .errors import UserError
+from .errors import UserError, writing
 from .estimates import format_bytes
 from .options import Options
 from .sources import folder_bytes
@@ -27,8 +27,9 @@ DAY_S = 86400
 
 @contextmanager
 def work_area(options: Options, exclusive: bool = False):
-    options.work_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(options.work_dir / IN_USE, os.O_RDWR | os.O_CREAT, 0o644)
+    with writing("the work area's marker", options.work_dir / IN_USE):
+        options.work_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(options.work_dir / IN_USE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)

@@ -4,14 +4,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 from pathlib import Path
 
-from . import clean, doctor, fetch, pins, resolve, runner
+from . import clean, doctor, fetch, pins, resolve, runner, stops
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
-from .errors import BuildFailed, UserError
+from .errors import BuildFailed, DiskFull, UserError, is_disk_full
 from .estimates import format_duration
 from .options import ARCH_ENV, DEFAULT_CHANNEL, Options, find_workspace, options_from_args
 from .share import COMMANDS as SHARE_COMMANDS
@@ -141,6 +142,7 @@ def cmd_build(args, reporter: Reporter) -> int:
         plan = _make_plan(args, options)
     runner.check_sources_pinned(plan)
     channel = Channel(options.channel)
+    stops.describe(lambda: f"{len(channel.entries_present())} package(s) are in channel {channel.path} and stay there")
     if any(s.state == runner.BUILD for s in plan.steps) or channel.exists():
         channel.check_writable()
     channel.lock(" ".join(["orchestrate", args.command, *(packages or [])]))
@@ -209,6 +211,8 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     for plan in plans:
         runner.check_sources_pinned(plan)
     SourceCache(options.source_cache).ensure_writable()
+    stops.describe(lambda: f"the source cache {options.source_cache} keeps every source fetched so far",
+                   "run the same command again to fetch the rest")
     # Requirements first: seconds, where the sources may take an hour. A channel that cannot be reached
     # stops here; a requirement no channel has is reported and the sources are still fetched (a recipe
     # fix changes no source), so one run tells everything.
@@ -274,6 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     reporter = Reporter(quiet=getattr(args, "quiet", False))
     handler = COMMANDS.get(args.command) or {n: run for n, _, _, run in SHARE_COMMANDS}[args.command]
+    installed = stops.install()  # Ctrl-C and SIGTERM: stops.py says how
+    try:
+        return _run(handler, args, reporter)
+    finally:
+        if installed:
+            stops.uninstall()
+
+
+def _run(handler, args, reporter: Reporter) -> int:
     try:
         return handler(args, reporter)
     except UserError as exc:
@@ -282,9 +295,17 @@ def main(argv: list[str] | None = None) -> int:
     except BuildFailed as exc:
         reporter.error(f"error: {exc}; run the same command again to retry only what failed")
         return exc.exit_code
-    except KeyboardInterrupt:
-        reporter.error("interrupted: packages already built stay in the channel")
-        return 130
+    except (stops.Stopped, KeyboardInterrupt) as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        if stops.report_once():
+            reporter.error(stops.line(signum))
+        return 128 + signum
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        error = DiskFull(Path(exc.filename or "."), "a file at")  # a write site not wrapped in errors.writing
+        reporter.error(f"error: {error}")
+        return error.exit_code
 
 
 def entry() -> None:

@@ -11,11 +11,15 @@ from __future__ import annotations
 import asyncio
 import datetime
 import re
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 
 from .channels import (FIX_CHANNEL, HTTP_STATUS, UNREACHABLE, as_rattler, channel_problem,  # noqa: F401 (FIX_CHANNEL)
                        display_names, local_folder, name_of, users_channels)
+
+from .errors import DISK_FULL_TEXT, disk_full_message, filesystem_of
+from .options import GIB_PER_JOB
 
 SOLVE_FAILED = "Failed to resolve dependencies"
 RESOLVE_TIMEOUT_S = 60  # asking the channels again must not hold a failed build up for long
@@ -25,15 +29,26 @@ CHECKSUM = re.compile(r"(sha256|md5) checksum validation failed for \"?[^\"\n]+\
 PATCH_APPLYING = re.compile(r"Applying patch:? (.+)")
 MISSING_REV = re.compile(r"could not find a branch, tag, or commit named `([^`]+)` in `([^`]+)`")
 NO_CANDIDATES = re.compile(r"No candidates were found for (.+?)\.?\s*$", re.M)
+SCRIPT_STATUS = re.compile(r"Script failed with status (\d+)")
+# What says a process was killed: gcc's driver, clang's, bash's job report ("line 16:  2986 Killed   cmd").
+KILLED = re.compile(r"Killed signal terminated program (\S+)|unable to execute command: Killed|"
+                    r"^\S+: line \d+: +\d+ Killed +(.+)$|\bsignal: 9\b|\(signal 9\)")
+COMPILER_ERROR = re.compile(r"(?:^|: )(?:fatal )?error: |^CMake Error|^ERROR: ")
+LOW_SPACE_BYTES = 16 << 20  # a script that "failed to execute" with less free than this: the disk is full
+LAST_LINES = 2  # of a failed script's output, when no line says `error:`
 FIX_SOURCE = ("check the network or a proxy (HTTPS_PROXY), or run `orchestrate fetch` where it can be reached "
               "and share the source cache (--source-cache)")
 
 
-def explain(error: str, log: Sequence[str], package: str = "", source_channels: Sequence[str] = ()) -> str:
-    """The one-line cause of a failed build of `package`, from py-rattler-build's error and log."""
+def explain(error: str, log: Sequence[str], package: str = "", source_channels: Sequence[str] = (),
+            max_jobs: int | None = None, work: Path | None = None) -> str:
+    """The one-line cause of a failed build of `package`, from py-rattler-build's error and log.
+    `max_jobs` is the MAX_JOBS the build had; `work` its work folder (whose disk a full disk names)."""
     log = [str(line) for line in log]
     text = "\n".join(log) + "\n" + error
     owner = f"{package}'s " if package else "a "
+    if DISK_FULL_TEXT.search(text):
+        return disk_full_message(work or Path.cwd(), "the build in")
     found = source_problem(text, owner)
     if found:
         return found
@@ -42,7 +57,44 @@ def explain(error: str, log: Sequence[str], package: str = "", source_channels: 
     if "Test failed" in text or "test failed" in text.lower():
         # The test environment is solved too, and a channel that cannot be reached then fails "the tests".
         return _solve_problem(log, package, source_channels, channels_only=True) or "the recipe's tests failed"
+    found = script_problem(log, max_jobs)
+    if found:
+        return found
+    if "Script failed" in error and work is not None and filesystem_of(work)[1] < LOW_SPACE_BYTES:
+        # rattler-build could not even write the script: it says no more than this
+        return disk_full_message(work, "the build in")
     return " ".join(error.replace("PyRattlerBuildError: ", "").split())[:300] or "the build failed"
+
+
+def script_problem(log: Sequence[str], max_jobs: int | None = None) -> str | None:
+    """Why the build script failed: killed by a signal (SIGKILL: the OOM killer), else its first compiler
+    error, else the last lines it printed before it failed."""
+    status_at = [i for i, line in enumerate(log) if SCRIPT_STATUS.search(line)]
+    if not status_at:
+        return None
+    status = int(SCRIPT_STATUS.search(log[status_at[-1]]).group(1))
+    # The script's own output: from its first traced command (rattler-build runs it with `set -x`) on.
+    before = log[:status_at[-1]]
+    start = next((i for i, line in enumerate(before) if line.startswith("+ ")), 0)
+    output = [line for line in before[start:] if line.strip() and not line.startswith("+")]
+    killed = next((KILLED.search(line) for line in reversed(output) if KILLED.search(line)), None)
+    if status == 128 + signal.SIGKILL or killed:
+        what = next((g for g in (killed.groups() if killed else ()) if g), "the build script")
+        return f"{' '.join(what.split())[:120]} was killed (SIGKILL), most likely out of memory: {_fewer_jobs(max_jobs)}"
+    if status > 128 and status - 128 < signal.NSIG:
+        return f"the build script was killed by {signal.Signals(status - 128).name}"
+    first_error = next((line.strip() for line in output if COMPILER_ERROR.search(line)), None)
+    said = first_error or " | ".join(line.strip() for line in output[-LAST_LINES:]) or "no output"
+    return f"the build script failed (exit status {status}): {said[:300]}"
+
+
+def _fewer_jobs(max_jobs: int | None) -> str:
+    assumed = f"the orchestrator assumed {GIB_PER_JOB} GiB per compile job"
+    if not max_jobs:
+        return f"build with fewer jobs (--jobs N; {assumed})"
+    if max_jobs == 1:
+        return f"MAX_JOBS was 1 already: free memory or add swap ({assumed})"
+    return f"MAX_JOBS was {max_jobs}; try {max_jobs // 2} (--jobs {max_jobs // 2}; {assumed})"
 
 
 def source_problem(text: str, owner: str = "", recipe: str = "the recipe") -> str | None:

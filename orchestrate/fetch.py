@@ -16,7 +16,8 @@ from pathlib import Path
 
 from rattler_build import ToolConfiguration, VariantConfig
 
-from . import diagnose, resolve
+from . import diagnose, resolve, stops
+from .errors import DISK_FULL_TEXT, disk_full_message
 from .builder import discard_work, new_work_folder
 from .options import Options
 from .recipes import Output, load_recipe_yaml, rerender
@@ -80,13 +81,17 @@ def fetch_sources(run: RecipeRun, options: Options) -> list[SourceResult]:
     stopped_at_resolution = False
     try:
         variant = rerender(output, run.config, data, Path(tempfile.mkdtemp(dir=work)))
-        variant.run_build(tool_config=ToolConfiguration(test_strategy="skip"), output_dir=work, channels=[],
-                          progress_callback=_Lines(lines))
-        error = f"the recipe built although {STOP_REQUIREMENT} cannot be installed"
-    except Exception as exc:  # py-rattler-build's error types; which one decides the outcome below
-        lines = lines or [str(line) for line in getattr(exc, "log", None) or []]
-        error = str(exc)
+        with stops.zone(stops.FOREIGN):
+            try:
+                variant.run_build(tool_config=ToolConfiguration(test_strategy="skip"), output_dir=work, channels=[],
+                                  progress_callback=_Lines(lines))
+                error = f"the recipe built although {STOP_REQUIREMENT} cannot be installed"
+            except Exception as exc:  # py-rattler-build's error types; which one decides the outcome below
+                error = str(exc)
+                lines = lines or [str(line) for line in getattr(exc, "log", None) or []]
         stopped_at_resolution = diagnose.SOLVE_FAILED in error
+    except Exception as exc:  # rendering the recipe failed
+        error = str(exc)
     finally:
         discard_work(work)
     reached = len(FETCHING.findall("\n".join(lines)))
@@ -97,14 +102,16 @@ def fetch_sources(run: RecipeRun, options: Options) -> list[SourceResult]:
             state = LOCAL if source.kind == "path" else CACHED if cached else FETCHED
             results.append(SourceResult(name, source, state))
         elif index == max(reached - 1, 0):
-            results.append(SourceResult(name, source, FAILED, explain(error, lines, output)))
+            results.append(SourceResult(name, source, FAILED, explain(error, lines, output, cache.path)))
         else:
             results.append(SourceResult(name, source, NOT_CHECKED, "an earlier source of the recipe failed"))
     return results
 
 
-def explain(error: str, lines: list[str], output: Output) -> str:
+def explain(error: str, lines: list[str], output: Output, source_cache: Path) -> str:
     text = "\n".join(lines) + "\n" + error
+    if DISK_FULL_TEXT.search(text):
+        return disk_full_message(source_cache, "the source cache")
     found = diagnose.source_problem(text, recipe=f"recipes/{output.recipe_name}/recipe.yaml")
     flat = " ".join(error.replace("PyRattlerBuildError: ", "").split())
     return found or f"could not fetch it ({flat[:240]})"

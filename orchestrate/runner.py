@@ -74,6 +74,7 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
     choice = variant_choice(options, table, arch)
     config = choice.config
     outputs = render_all(options, config, arch)
+    crashpoints.reach("planned")
     notes = _explain_pytorch_from(outputs, choice)
     notes += choice.prebuilt.absent_notes(choice.values, arch.name) if choice.prebuilt else []
     order = graph.build_order(outputs)

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UserError
+from .errors import DiskFull, UserError, is_disk_full, writing
 
 LINK_NAME = "src_cache"  # where rattler-build looks for its source cache inside an output folder
 METADATA = ".metadata"
@@ -72,13 +72,16 @@ class SourceCache:
             self.path.mkdir(parents=True, exist_ok=True)
             tempfile.TemporaryFile(dir=self.path).close()
         except OSError as exc:
+            if is_disk_full(exc):
+                raise DiskFull(self.path, "the source cache") from None
             raise UserError(f"source cache {self.path} is not a folder you can write ({exc.strerror or exc}): "
                             "pass --source-cache DIR (or source_cache in orchestrate.toml) with one") from None
 
     def attach(self, output_dir: Path) -> None:
         """Make a build's output folder use this cache (rattler-build reads `<output dir>/src_cache`)."""
         self.ensure_writable()
-        (output_dir / LINK_NAME).symlink_to(self.path, target_is_directory=True)
+        with writing("the source cache link in", output_dir):
+            (output_dir / LINK_NAME).symlink_to(self.path, target_is_directory=True)
 
     def records(self) -> list[dict]:
         folder = self.path / METADATA

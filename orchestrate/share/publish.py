@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from .. import stops
 from ..channel import MANIFEST, SUBDIRS, Channel, ManifestEntry
 from ..errors import UserError
 from ..options import Options
@@ -92,6 +93,8 @@ def publish(options: Options, target_url: str, packages: list[str], reporter: Re
     if not channel.is_channel():
         raise UserError(f"channel {channel.path} is empty: run `orchestrate build-all` first")
     target = parse_target(target_url, load_config(options.workspace), **(s3_flags or {}))
+    stops.describe(lambda: f"{target.url}'s index lists only what was indexed whole",
+                   "run the same command again to publish the rest")
     channel.lock(f"orchestrate publish --to {target.url}")
     try:
         entries = select_entries(channel, options.arch, packages)

@@ -11,12 +11,14 @@ import functools
 import ipaddress
 import os
 import posixpath
+import signal
 import socket
 import sys
 import urllib.parse
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from .. import stops
 from ..channel import Channel
 from ..errors import UserError
 from ..ui import Reporter
@@ -94,8 +96,10 @@ def serve(channel_path: Path, host: str, port: int, reporter: Reporter) -> int:
     sys.stdout.flush()  # a supervisor or test reading the URL from a pipe must see it now
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
-        reporter.line("stopped")
+    except (stops.Stopped, KeyboardInterrupt) as stop:
+        # Stopping is how a server ends: exit 0, which systemd and supervisors count as a clean stop.
+        stops.report_once()
+        reporter.line(f"stopped serving ({'SIGTERM' if getattr(stop, 'signum', 0) == signal.SIGTERM else 'Ctrl-C'})")
     finally:
         server.server_close()
     return 0
