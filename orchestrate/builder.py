@@ -23,7 +23,7 @@ from rattler_build.progress import BuildStepEvent, LogEvent
 from . import diagnose
 from .channel import Channel, sha256_of
 from .options import Options
-from .recipes import Output, load_recipe_yaml, rerender
+from .recipes import Output, recipe_data, rerender
 from .sources import SourceCache
 
 
@@ -182,7 +182,7 @@ class DiskWatch:
 
 def _rendered_with_provenance(output: Output, config: VariantConfig, options: Options, arch: str, work: Path):
     """The recipe with the provenance record added to `extra`."""
-    data = load_recipe_yaml(output.recipe_path)
+    data = recipe_data(output)
     extra = dict(data.get("extra") or {})
     extra["orchestrate"] = provenance(output, options, arch)
     data["extra"] = extra
@@ -190,7 +190,7 @@ def _rendered_with_provenance(output: Output, config: VariantConfig, options: Op
 
 
 def _explain(exc: Exception, lines: list[str], output: Output, options: Options) -> str:
-    return diagnose.explain(str(exc), lines, output.name, options.source_channels)
+    return diagnose.explain(str(exc), lines, output.name, options.source_channels, recipe=output.pinned_in)
 
 
 def _workspace_relative(path: Path, workspace: Path) -> str:

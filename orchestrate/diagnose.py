@@ -36,12 +36,14 @@ FIX_SOURCE = ("check the network or a proxy (HTTPS_PROXY), or run `orchestrate f
               "and share the source cache (--source-cache)")
 
 
-def explain(error: str, log: Sequence[str], package: str = "", source_channels: Sequence[str] = ()) -> str:
-    """The one-line cause of a failed build of `package`, from py-rattler-build's error and log."""
+def explain(error: str, log: Sequence[str], package: str = "", source_channels: Sequence[str] = (),
+            recipe: str = "the recipe") -> str:
+    """The one-line cause of a failed build of `package`, from py-rattler-build's error and log; `recipe`
+    is where its sources are pinned."""
     log = [str(line) for line in log]
     text = "\n".join(log) + "\n" + error
     owner = f"{package}'s " if package else "a "
-    found = source_problem(text, owner)
+    found = source_problem(text, owner, recipe)
     if found:
         return found
     if SOLVE_FAILED in error:

@@ -19,7 +19,7 @@ from rattler_build import ToolConfiguration, VariantConfig
 from . import diagnose
 from .builder import discard_work, new_work_folder
 from .options import Options
-from .recipes import Output, load_recipe_yaml, rerender
+from .recipes import Output, recipe_data, rerender
 from .sources import Source, SourceCache, sources_of
 from .ui import Reporter
 
@@ -63,7 +63,7 @@ def fetch_sources(run: RecipeRun, options: Options) -> list[SourceResult]:
     if not sources:
         return []
     was_cached = [cache.has(s) for s in sources]
-    data = load_recipe_yaml(output.recipe_path)
+    data = recipe_data(output)
     _add_stop_requirement(data)
     work = new_work_folder(output, options)
     lines: list[str] = []
@@ -95,7 +95,7 @@ def fetch_sources(run: RecipeRun, options: Options) -> list[SourceResult]:
 
 def explain(error: str, lines: list[str], output: Output) -> str:
     text = "\n".join(lines) + "\n" + error
-    found = diagnose.source_problem(text, recipe=f"recipes/{output.recipe_name}/recipe.yaml")
+    found = diagnose.source_problem(text, recipe=output.pinned_in)
     flat = " ".join(error.replace("PyRattlerBuildError: ", "").split())
     return found or f"could not fetch it ({flat[:240]})"
 
