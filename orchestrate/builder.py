@@ -24,7 +24,7 @@ from . import crashpoints, diagnose, stops
 from .channel import Channel, sha256_of
 from .errors import writing
 from .options import Options
-from .recipes import Output, load_recipe_yaml, rerender
+from .recipes import Output, recipe_data, rerender
 from .sources import SourceCache
 
 
@@ -222,7 +222,7 @@ class DiskWatch:
 
 def _rendered_with_provenance(output: Output, config: VariantConfig, options: Options, arch: str, work: Path):
     """The recipe with the provenance record added to `extra`."""
-    data = load_recipe_yaml(output.recipe_path)
+    data = recipe_data(output)
     extra = dict(data.get("extra") or {})
     extra["orchestrate"] = provenance(output, options, arch)
     data["extra"] = extra
@@ -231,7 +231,7 @@ def _rendered_with_provenance(output: Output, config: VariantConfig, options: Op
 
 def _explain(exc: Exception, lines: list[str], output: Output, options: Options, work: Path) -> str:
     return diagnose.explain(str(exc), lines, output.name, options.source_channels, max_jobs=options.jobs(),
-                            work=work)
+                            work=work, recipe=output.pinned_in)
 
 
 def _workspace_relative(path: Path, workspace: Path) -> str:

@@ -41,15 +41,16 @@ FIX_SOURCE = ("check the network or a proxy (HTTPS_PROXY), or run `orchestrate f
 
 
 def explain(error: str, log: Sequence[str], package: str = "", source_channels: Sequence[str] = (),
-            max_jobs: int | None = None, work: Path | None = None) -> str:
+            max_jobs: int | None = None, work: Path | None = None, recipe: str = "the recipe") -> str:
     """The one-line cause of a failed build of `package`, from py-rattler-build's error and log.
-    `max_jobs` is the MAX_JOBS the build had; `work` its work folder (whose disk a full disk names)."""
+    `max_jobs` is the MAX_JOBS the build had; `work` its work folder (whose disk a full disk names);
+    `recipe` is where its sources are pinned."""
     log = [str(line) for line in log]
     text = "\n".join(log) + "\n" + error
     owner = f"{package}'s " if package else "a "
     if DISK_FULL_TEXT.search(text):
         return disk_full_message(work or Path.cwd(), "the build in")
-    found = source_problem(text, owner)
+    found = source_problem(text, owner, recipe)
     if found:
         return found
     if SOLVE_FAILED in error:

@@ -20,7 +20,7 @@ from . import diagnose, resolve, stops
 from .errors import DISK_FULL_TEXT, disk_full_message
 from .builder import discard_work, new_work_folder
 from .options import Options
-from .recipes import Output, load_recipe_yaml, rerender
+from .recipes import Output, recipe_data, rerender
 from .runner import NOT_NEEDED
 from .sources import Source, SourceCache, sources_of
 from .ui import Reporter
@@ -74,7 +74,7 @@ def fetch_sources(run: RecipeRun, options: Options) -> list[SourceResult]:
     if not sources:
         return []
     was_cached = [cache.has(s) for s in sources]
-    data = load_recipe_yaml(output.recipe_path)
+    data = recipe_data(output)
     _add_stop_requirement(data)
     work = new_work_folder(output, options)
     lines: list[str] = []
@@ -112,7 +112,7 @@ def explain(error: str, lines: list[str], output: Output, source_cache: Path) ->
     text = "\n".join(lines) + "\n" + error
     if DISK_FULL_TEXT.search(text):
         return disk_full_message(source_cache, "the source cache")
-    found = diagnose.source_problem(text, recipe=f"recipes/{output.recipe_name}/recipe.yaml")
+    found = diagnose.source_problem(text, recipe=output.pinned_in)
     flat = " ".join(error.replace("PyRattlerBuildError: ", "").split())
     return found or f"could not fetch it ({flat[:240]})"
 

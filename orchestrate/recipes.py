@@ -6,9 +6,11 @@ decides whether it must be built.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import yaml
 from rattler_build import RenderedVariant, Stage0Recipe, VariantConfig
 
 from .architectures import SHARED_VARIANTS_FILE, Architecture, ArchitectureTable, stale_variant_files, variant_file_path
+from . import pypi
 from .errors import UserError
 from .options import Options
 from .prebuilt import MI100_FA_FLAG, PYTORCH_FROM, Prebuilt, PytorchChoice, choose_pytorch_from
@@ -47,6 +50,7 @@ class Output:
     variant: dict[str, str]
     rendered: dict[str, Any]
     rendered_variant: RenderedVariant | None
+    stage0: dict = field(default_factory=dict)  # the recipe as written (or, for PyPI packages, as filled in)
     requires: set[str] = field(default_factory=set)  # package names, from build/host/run/test requirements
     noarch: bool = False
     skip_reasons: list[str] = field(default_factory=list)
@@ -64,6 +68,13 @@ class Output:
     def key(self) -> str:
         """Identifies the slot this package fills in a channel, across rebuilds."""
         return slot_key(self.name, self.variant)
+
+    @property
+    def pinned_in(self) -> str:
+        """Where a user fixes this package's source pins."""
+        if self.recipe_name == pypi.RECIPE_FOLDER:
+            return f"variants/{pypi.TABLE_FILE} ({self.name}; `orchestrate pypi add`)"
+        return f"recipes/{self.recipe_name}/recipe.yaml"
 
     @property
     def label(self) -> str:
@@ -161,6 +172,13 @@ def render_all(options: Options, config: VariantConfig, arch: Architecture) -> l
     typed_values = config.to_dict()
     outputs: list[Output] = []
     for recipe_path in discover(options.recipes_dir):
+        if recipe_path.parent.name == pypi.RECIPE_FOLDER:  # one recipe, rendered once per table entry
+            shared_path = options.variants_dir / SHARED_VARIANTS_FILE
+            shared = (yaml.safe_load(shared_path.read_text()) or {}) if shared_path.is_file() else {}
+            table = pypi.load_table(options.variants_dir, shared)
+            for stage0 in pypi.recipes_for_table(load_recipe_yaml(recipe_path), table):
+                outputs.extend(render_recipe(recipe_path, config, typed_values, arch, options, stage0))
+            continue
         outputs.extend(render_recipe(recipe_path, config, typed_values, arch, options))
     names = [o.name for o in outputs]
     for output in outputs:
@@ -170,14 +188,25 @@ def render_all(options: Options, config: VariantConfig, arch: Architecture) -> l
 
 
 def render_recipe(
-    recipe_path: Path, config: VariantConfig, typed_values: dict, arch: Architecture, options: Options
+    recipe_path: Path, config: VariantConfig, typed_values: dict, arch: Architecture, options: Options,
+    stage0: dict | None = None,
 ) -> list[Output]:
-    stage0_dict = load_recipe_yaml(recipe_path)
+    """Every variant of a recipe file, or of `stage0` (a recipe filled in from that file)."""
+    stage0_dict = stage0 if stage0 is not None else load_recipe_yaml(recipe_path)
     try:
-        recipe = Stage0Recipe.from_file(recipe_path)
-        rendered = recipe.render(config)
+        if stage0 is None:
+            rendered = Stage0Recipe.from_file(recipe_path).render(config)
+        else:
+            with tempfile.TemporaryDirectory() as scratch:  # from_dict writes the dict out as recipe_dir/recipe.yaml
+                recipe = Stage0Recipe.from_dict(stage0, recipe_dir=Path(scratch))
+                recipe._recipe_path = recipe_path  # as in rerender: build.sh is found beside the real recipe
+                rendered = recipe.render(config)
     except Exception as exc:
         message = _one_line(exc)
+        if stage0 is not None:
+            entry = (stage0.get("context") or {}).get("conda_name")
+            raise UserError(f"{recipe_path} filled in for {options.variants_dir.name}/{pypi.TABLE_FILE} {entry}: not a "
+                            f"valid recipe ({message}): fix the entry or the recipe")
         raise UserError(f"{recipe_path}{_line_of(recipe_path, message)}: not a valid recipe ({message}): fix the recipe")
     recipe_files = recipe_folder_digest(recipe_path.parent)
     definitions = {k: str(v) for k, v in (stage0_dict.get("context") or {}).items()}
@@ -197,6 +226,7 @@ def render_recipe(
             variant={k: str(v) for k, v in variant.variant.items()},
             rendered=stage1,
             rendered_variant=variant,
+            stage0=stage0_dict,
             requires=requirement_names(stage1),
             noarch=bool(stage1.get("build", {}).get("noarch")),
         )
@@ -228,6 +258,11 @@ def rerender(output: Output, config: VariantConfig, data: dict, scratch: Path) -
         if stage1["package"]["name"] == output.name and {k: str(v) for k, v in variant.variant.items()} == output.variant:
             return variant
     raise RuntimeError(f"{output.label}: re-rendering an edited recipe lost the variant")
+
+
+def recipe_data(output: Output) -> dict:
+    """A fresh copy of the stage-0 recipe an output was rendered from, to edit and render again."""
+    return copy.deepcopy(output.stage0) if output.stage0 else load_recipe_yaml(output.recipe_path)
 
 
 def load_recipe_yaml(recipe_path: Path) -> dict:

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 from packaging.version import InvalidVersion, Version
 
+from . import pypi
 from .architectures import SHARED_VARIANTS_FILE, ArchitectureTable
 from .errors import UserError
 from .options import Options
@@ -119,6 +120,8 @@ class Upstreams:
     path: Path
     components: dict[str, Component]
     couplings: list[Coupling]
+    # versions of the components that variants/pypi.yaml adds (keyed by their version key)
+    table_versions: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, variants_dir: Path) -> "Upstreams":
@@ -134,7 +137,14 @@ class Upstreams:
             raise UserError(f"{path}: needs a 'components' mapping: fix the file")
         components = {name: _component(path, name, spec) for name, spec in data["components"].items()}
         couplings = [_coupling(path, spec, components) for spec in data.get("couplings") or []]
-        return cls(path, components, couplings)
+        # every package repackaged from PyPI is a component too, unless this file already declares it
+        table_versions = {}
+        covered = {c.pypi() for c in components.values() if c.pypi()}
+        for component, key, version in pypi.table_components(pypi.load_table(variants_dir), covered):
+            if component.name not in components:
+                components[component.name] = component
+                table_versions[key] = version
+        return cls(path, components, couplings, table_versions)
 
     def all_checks(self) -> list[tuple[str, Check]]:
         """(owner label, check) for every declared check, components' first."""
@@ -272,8 +282,10 @@ def read_pins(workspace: Path, upstreams: Upstreams, arch_name: str | None = Non
         shared = yaml.safe_load(shared_path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise UserError(f"{shared_path} cannot be read ({exc.__class__.__name__}): fix or restore it")
-    versions = {}
+    versions = dict(upstreams.table_versions)
     for component in upstreams.components.values():
+        if component.version_key in versions:
+            continue
         value = shared.get(component.version_key)
         if isinstance(value, list) and len(value) == 1:
             value = value[0]

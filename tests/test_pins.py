@@ -16,6 +16,7 @@ import yaml
 from packaging.version import Version
 
 from orchestrate.cli import main
+from orchestrate.pypi import load_table
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = yaml.safe_load((REPO / "variants" / "shared.yaml").read_text())
@@ -118,6 +119,8 @@ def publish_current_world(pypi, git_base: Path, aiter_tags=("v0.0.1", "v99.0.0rc
     pypi("flash-attn", ["1.0.0"])
     pypi("amd-aiter", ["0.0.1.dev1"])
     pypi("flydsl", [PIN["flydsl_version"]])
+    for entry in load_table(REPO / "variants").entries.values():  # the packages repackaged from PyPI
+        pypi(entry.pypi, [entry.version])
     make_repo(git_base, "ROCm/TheRock", ["therock-" + PIN["rocm_sdk_version"], "pytorch-triage/whatever"])
     make_repo(git_base, "ROCm/aotriton", ["0.99b", "0.100.50tp", "legal-scan"])
     make_repo(git_base, "ROCm/composable_kernel", ["rocm-7.0.0"])
@@ -194,9 +197,12 @@ def test_pins_json_for_scripts(pypi, tmp_path, capsys):
     assert report["ok"] is True and report["pypi_url"] == pypi.url
     by_name = {c["component"]: c for c in report["components"]}
     upstreams = yaml.safe_load((REPO / "variants" / "upstreams.yaml").read_text())["components"]
-    assert set(by_name) == set(upstreams)
+    repackaged = {e.name: e.version for e in load_table(REPO / "variants").entries.values() if e.name not in upstreams}
+    assert set(by_name) == set(upstreams) | set(repackaged)
     for name, spec in upstreams.items():
         assert by_name[name]["pinned"] == PIN[spec["version"]]
+    for name, version in repackaged.items():  # variants/pypi.yaml's packages are reported beside them
+        assert by_name[name]["pinned"] == version and by_name[name]["state"] == "current"
     assert by_name["pytorch"]["newest"] == newer(PIN["pytorch_version"]) and by_name["pytorch"]["state"] == "newer available"
     assert by_name["triton"]["source"]["rev"] and len(by_name["triton"]["source"]["rev"]) == 40
     assert by_name["aotriton"]["newest_from"] == "git:ROCm/aotriton"

@@ -1,0 +1,421 @@
+"""PyPI-only dependencies as conda packages: one table (variants/pypi.yaml), one recipe (recipes/pypi).
+
+Each table entry pins one PyPI release by one file and its sha256 (from PyPI's JSON API). The orchestrator
+renders the one recipe once per entry (`recipes_for_table`), so a repackaged release is planned, built
+before its dependents, hashed and tested like any other package; the file's sha256 is checked when it is
+downloaded. `orchestrate pypi add NAME==VERSION` writes or refreshes an entry from PyPI: which file, its
+url and sha256, and the package's run requirements translated from the wheel's own metadata. `orchestrate
+pins` reports newer PyPI releases of the table's packages (`table_components`).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import email.parser
+import hashlib
+import io
+import os
+import re
+import tempfile
+import urllib.parse
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from packaging.markers import Marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .errors import UserError
+
+TABLE_FILE = "pypi.yaml"
+RECIPE_FOLDER = "pypi"  # recipes/pypi/recipe.yaml: the one recipe every entry is rendered from
+PYPI_FILES_HOST = "https://files.pythonhosted.org"
+ENTRY_KEYS = ("pypi", "version", "file", "url", "sha256", "noarch", "depends", "imports", "summary", "license",
+              "evidence", "version_key")
+# A PyPI file URL is content-addressed: /packages/<2 hex>/<2 hex>/<60 hex>/<file>, whichever host serves it.
+CONTENT_PATH = re.compile(r"/packages/([0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{60}/[^/]+)$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-(?P<python>[^-]+)-(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$")
+LINUX_X86_64 = re.compile(r"^(manylinux\d*_?(\d+_\d+_)?x86_64|manylinux1_x86_64|manylinux2010_x86_64|manylinux2014_x86_64|linux_x86_64)$")
+DOWNLOAD_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One repackaged PyPI release."""
+
+    name: str  # the conda package name
+    pypi: str  # the PyPI project name
+    version: str
+    file: str
+    url: str
+    sha256: str
+    noarch: bool
+    depends: tuple[str, ...]
+    imports: tuple[str, ...] = ()
+    summary: str = ""
+    license: str = ""
+    evidence: str = ""
+    version_key: str = ""  # a variants/shared.yaml key that pins the same version (dependents read it)
+
+
+@dataclass
+class Table:
+    path: Path
+    names: dict[str, str]  # canonical PyPI name -> conda-forge name, where they differ
+    entries: dict[str, Entry]
+
+    def conda_name(self, pypi_name: str) -> str:
+        canonical = canonicalize_name(pypi_name)
+        return self.names.get(canonical, canonical)
+
+
+def load_table(variants_dir: Path, shared: dict | None = None) -> Table:
+    """The table, checked; an absent file is an empty table. `shared` (variants/shared.yaml) checks that an
+    entry's version_key holds the entry's version."""
+    path = variants_dir / TABLE_FILE
+    if not path.is_file():
+        return Table(path, {}, {})
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise UserError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML: fix the syntax")
+    if not isinstance(data, dict) or not isinstance(data.get("packages") or {}, dict) \
+            or not isinstance(data.get("names") or {}, dict):
+        raise UserError(f"{path}: needs 'names' and 'packages' mappings: fix the file")
+    names = {canonicalize_name(str(k)): str(v) for k, v in (data.get("names") or {}).items()}
+    entries = {str(name): _entry(path, str(name), spec) for name, spec in (data.get("packages") or {}).items()}
+    if shared is not None:
+        for entry in entries.values():
+            if entry.version_key:
+                pinned = shared.get(entry.version_key)
+                pinned = pinned[0] if isinstance(pinned, list) and len(pinned) == 1 else pinned
+                if str(pinned) != entry.version:
+                    raise UserError(
+                        f"{path}: {entry.name} {entry.version} but variants/shared.yaml {entry.version_key} is "
+                        f"{pinned}: run `orchestrate pypi add {entry.pypi}=={pinned}` or fix {entry.version_key}")
+    return Table(path, names, entries)
+
+
+def _entry(path: Path, name: str, spec) -> Entry:
+    if not isinstance(spec, dict):
+        raise UserError(f"{path}: packages.{name} must be a mapping: run `orchestrate pypi add NAME==VERSION`")
+    missing = [k for k in ("pypi", "version", "file", "url", "sha256") if not spec.get(k)]
+    if missing:
+        raise UserError(f"{path}: packages.{name} lacks {', '.join(missing)}: run `orchestrate pypi add "
+                        f"{spec.get('pypi') or name}=={spec.get('version') or 'VERSION'}`")
+    unknown = sorted(set(spec) - set(ENTRY_KEYS))
+    if unknown:
+        raise UserError(f"{path}: packages.{name} has unknown keys {', '.join(unknown)}: the keys are {', '.join(ENTRY_KEYS)}")
+    if not SHA256.match(str(spec["sha256"])):
+        raise UserError(f"{path}: packages.{name} sha256 is not 64 hex digits: run `orchestrate pypi add "
+                        f"{spec['pypi']}=={spec['version']}`")
+    return Entry(name, str(spec["pypi"]), str(spec["version"]), str(spec["file"]), str(spec["url"]),
+                 str(spec["sha256"]), bool(spec.get("noarch")), tuple(str(d) for d in spec.get("depends") or []),
+                 tuple(str(i) for i in spec.get("imports") or []), str(spec.get("summary") or ""),
+                 str(spec.get("license") or ""), str(spec.get("evidence") or ""), str(spec.get("version_key") or ""))
+
+
+def recipes_for_table(template: dict, table: Table) -> list[dict]:
+    """The one recipe (its stage-0 dict) filled in for each entry: the recipe is rendered once per entry."""
+    return [fill_recipe(template, entry) for entry in table.entries.values()]
+
+
+def fill_recipe(template: dict, entry: Entry) -> dict:
+    data = copy.deepcopy(template)
+    data["context"] = {**(data.get("context") or {}), "conda_name": entry.name, "pypi_name": entry.pypi,
+                       "version": entry.version, "wheel": entry.file, "url": entry.url, "sha256": entry.sha256}
+    build = data.setdefault("build", {})
+    requirements = data.setdefault("requirements", {})
+    # A pure-Python wheel works with any Python: one noarch package. A binary wheel was built for one
+    # CPython (or the stable ABI): its package is linux-64 and pinned to the Python it is installed for.
+    if entry.noarch:
+        build["noarch"] = "python"
+        python = next((d for d in entry.depends if _spec_name(d) == "python"), "python")
+    else:
+        python = "python ${{ python }}.*"
+    requirements["run"] = [python] + [d for d in entry.depends if _spec_name(d) != "python"]
+    if entry.imports:
+        data["tests"] = [{"python": {"imports": list(entry.imports), "pip_check": False}}] + list(data.get("tests") or [])
+    about = data.setdefault("about", {})
+    about.update({k: v for k, v in (("summary", entry.summary), ("license", entry.license)) if v})
+    return data
+
+
+def _spec_name(spec: str) -> str:
+    return re.split(r"[\s<>=!~]", spec.strip(), maxsplit=1)[0].lower()
+
+
+# --- translating PyPI metadata -------------------------------------------------------------------
+
+def marker_environment(python: str) -> dict[str, str]:
+    """Where the packages are installed: Linux x86_64, CPython `python`; no extras."""
+    return {"implementation_name": "cpython", "implementation_version": f"{python}.0", "os_name": "posix",
+            "platform_machine": "x86_64", "platform_python_implementation": "CPython", "platform_release": "",
+            "platform_system": "Linux", "platform_version": "", "python_full_version": f"{python}.0",
+            "python_version": python, "sys_platform": "linux", "extra": ""}
+
+
+def conda_depends(requires_dist: list[str], requires_python: str, noarch: bool, python: str,
+                  table: Table) -> list[str]:
+    """Run requirements from a release's Requires-Dist: markers evaluated for Linux x86_64 and `python`,
+    extras' requirements dropped, names mapped to conda-forge's where they differ."""
+    environment = marker_environment(python)
+    depends = []
+    for line in requires_dist:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            raise UserError(f"Requires-Dist {line!r} is not a valid requirement: add the entry by hand")
+        if requirement.marker is not None and not requirement.marker.evaluate(environment):
+            continue
+        spec = conda_version_spec(requirement.specifier)
+        depends.append(f"{table.conda_name(requirement.name)} {spec}".strip())
+    if noarch:  # a noarch: python package names the Pythons it works with
+        lower = [s.version for s in SpecifierSet(requires_python or "") if s.operator in (">=", ">")]
+        depends.insert(0, f"python >={lower[0]}" if lower else "python")
+    return list(dict.fromkeys(depends))
+
+
+def conda_version_spec(specifier: SpecifierSet) -> str:
+    """PEP 440 specifiers as a conda version spec (conda reads ==, !=, <, <=, >, >= and ~= alike)."""
+    parts = []
+    for spec in sorted(specifier, key=str):
+        if spec.operator == "===":
+            parts.append(f"=={spec.version}")
+        else:
+            parts.append(f"{spec.operator}{spec.version}")
+    return ",".join(parts)
+
+
+def choose_file(files: list[dict], python: str) -> tuple[dict, bool]:
+    """(file, noarch): a pure-Python wheel, else a wheel for CPython `python` (its own ABI, then the
+    stable ABI) on Linux x86_64. Source distributions are not repackaged: they need a real recipe."""
+    cp = "cp" + python.replace(".", "")
+    usable = [f for f in files if not f.get("yanked") and str(f.get("filename", "")).endswith(".whl")]
+    ranked = []
+    for f in usable:
+        match = WHEEL_NAME.match(f["filename"])
+        if not match:
+            continue
+        pythons, abis, platforms = (match.group(k).split(".") for k in ("python", "abi", "platform"))
+        if "none" in abis and "any" in platforms and any(p.startswith("py3") for p in pythons):
+            ranked.append((0, f["filename"], f, True))
+        elif any(LINUX_X86_64.match(p) for p in platforms):
+            if cp in pythons and cp in abis:
+                ranked.append((1, f["filename"], f, False))
+            elif "abi3" in abis and any(_cp_at_most(p, cp) for p in pythons):
+                ranked.append((2, f["filename"], f, False))
+    if not ranked:
+        raise LookupError(f"no pure-Python wheel and no Linux x86_64 wheel for CPython {python}")
+    _, _, chosen, noarch = min(ranked, key=lambda r: (r[0], r[1]))
+    return chosen, noarch
+
+
+def _cp_at_most(tag: str, cp: str) -> bool:
+    return tag.startswith("cp") and tag[2:].isdigit() and int(tag[2:]) <= int(cp[2:])
+
+
+def canonical_url(url: str) -> str:
+    """PyPI's files live on files.pythonhosted.org; a mirror that answers with its own (or relative) links
+    keeps the content-addressed path, so the table records the address anyone can fetch."""
+    match = CONTENT_PATH.search(urllib.parse.urlparse(url).path)
+    return f"{PYPI_FILES_HOST}/packages/{match.group(1)}" if match else url
+
+
+def wheel_metadata(wheel: bytes) -> tuple[dict, list[str]]:
+    """(METADATA headers as a message, top-level importable names) of a wheel."""
+    with zipfile.ZipFile(io.BytesIO(wheel)) as archive:
+        names = archive.namelist()
+        metadata_path = next((n for n in names if re.match(r"^[^/]+\.dist-info/METADATA$", n)), None)
+        if metadata_path is None:
+            raise LookupError("the wheel has no .dist-info/METADATA")
+        message = email.parser.Parser().parsestr(archive.read(metadata_path).decode("utf-8", "replace"), headersonly=True)
+    imports = set()
+    for name in names:
+        top = name.split("/")[0]
+        if top.endswith((".dist-info", ".data")) or top.startswith(("_", ".")):
+            continue
+        if "/" in name and name.split("/")[1] == "__init__.py":
+            imports.add(top)
+        elif "/" not in name and re.match(r"^[A-Za-z]\w*(\.py|\..*\.so|\.so)$", name):
+            imports.add(top.split(".")[0])
+    return message, sorted(imports)
+
+
+# --- `orchestrate pypi add NAME==VERSION` ----------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="pypi_command", required=True)
+    add = sub.add_parser("add", help="write or refresh a variants/pypi.yaml entry from PyPI (file, sha256, dependencies)")
+    add.add_argument("requirement", metavar="NAME==VERSION")
+    add.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
+    add.add_argument("--conda-name", help="the conda package name (default: the normalized PyPI name, or the "
+                                          "table's `names` mapping)")
+    add.add_argument("--version-key", help="a variants/shared.yaml key that pins the same version (e.g. flydsl_version)")
+    add.add_argument("--pypi-url", help="PyPI JSON API base (default: $ORCHESTRATE_PYPI_URL, else https://pypi.org/pypi)")
+    add.add_argument("--timeout", type=float, default=DOWNLOAD_TIMEOUT, help="seconds per download (default: %(default)s)")
+    add.add_argument("--quiet", "-q", action="store_true")
+
+
+def run(args, reporter) -> int:
+    from .architectures import SHARED_VARIANTS_FILE
+    from .options import find_workspace
+    from .pins import DEFAULT_PYPI_URL, PYPI_URL_ENV, Unreachable, _get, _get_json
+
+    workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
+    variants_dir = workspace / "variants"
+    requirement = _pinned_requirement(args.requirement)
+    name, version = requirement
+    pypi_url = (args.pypi_url or os.environ.get(PYPI_URL_ENV) or DEFAULT_PYPI_URL).rstrip("/")
+    shared = _read_yaml(variants_dir / SHARED_VARIANTS_FILE)
+    python = str((shared.get("python") or ["3.12"])[0] if isinstance(shared.get("python"), list) else shared.get("python") or "3.12")
+    table = load_table(variants_dir)
+    json_url = f"{pypi_url}/{name}/json"
+    try:
+        data = _get_json(json_url, args.timeout)
+    except Unreachable as exc:
+        raise UserError(f"cannot reach {json_url} ({exc}): check the network or a proxy, or pass --pypi-url")
+    except LookupError as exc:
+        raise UserError(f"{exc}: is {name} a PyPI project?")
+    releases = data.get("releases") or {}
+    label = next((v for v in releases if _same_version(v, version)), None)
+    if label is None:
+        raise UserError(f"PyPI has no {name} {version} ({json_url}): pick one of its releases, e.g. "
+                        f"{(data.get('info') or {}).get('version') or 'the newest'}")
+    try:
+        chosen, noarch = choose_file(releases[label], python)
+    except LookupError as exc:
+        raise UserError(f"{name} {label}: {exc} on PyPI: write a recipe for it under recipes/")
+    url = urllib.parse.urljoin(json_url, str(chosen.get("url") or ""))
+    expected = str((chosen.get("digests") or {}).get("sha256") or "")
+    if not SHA256.match(expected):
+        raise UserError(f"{json_url} gives no sha256 for {chosen['filename']}: no pin without a checksum")
+    try:
+        wheel = _get(url, args.timeout)
+    except Unreachable as exc:
+        raise UserError(f"cannot download {url} ({exc}): check the network or a proxy")
+    except LookupError as exc:
+        raise UserError(f"{exc}: PyPI's JSON names a file it does not serve; try again later")
+    actual = hashlib.sha256(wheel).hexdigest()
+    if actual != expected:
+        raise UserError(f"sha256 mismatch for {url}: expected {expected} (PyPI JSON), actual {actual}: "
+                        "do not pin it; try again or report it to the index")
+    try:
+        metadata, imports = wheel_metadata(wheel)
+    except (LookupError, zipfile.BadZipFile) as exc:
+        raise UserError(f"{chosen['filename']} is not a usable wheel ({exc}): write a recipe for it under recipes/")
+    conda = args.conda_name or (table.entries[_existing(table, name)].name if _existing(table, name) else table.conda_name(name))
+    previous = table.entries.get(conda)
+    depends = conda_depends(metadata.get_all("Requires-Dist") or [], metadata.get("Requires-Python") or "",
+                            noarch, python, table)
+    entry = {
+        "pypi": name,
+        "version": label,
+        "file": chosen["filename"],
+        "url": canonical_url(url),
+        "sha256": expected,
+        "noarch": noarch,
+        "depends": depends,
+        # what the recipe's test imports: the wheel's top-level modules on first add; an entry's own list
+        # (edited, or [] where importing needs a GPU) is kept on refresh
+        "imports": list(previous.imports) if previous else imports,
+        "summary": str(metadata.get("Summary") or "").strip(),
+        "license": spdx_license(metadata),
+        "evidence": f"sha256 from PyPI JSON ({json_url}), checked against the download, read {datetime.date.today()}",
+    }
+    version_key = args.version_key or (previous.version_key if previous else "")
+    if version_key:
+        entry["version_key"] = version_key
+    write_entry(table.path, conda, {k: v for k, v in entry.items() if v != "" or k in ("depends", "imports")})
+    kind = "noarch: python" if noarch else f"linux-64, Python {python}"
+    reporter.line(f"{'refreshed' if previous else 'added'} {conda} {label} ({chosen['filename']}, {kind}) in "
+                  f"{table.path}: depends on {', '.join(depends) or 'nothing'}")
+    if version_key and str(shared.get(version_key, [None])[0] if isinstance(shared.get(version_key), list) else shared.get(version_key)) != label:
+        reporter.line(f"variants/shared.yaml {version_key} is not {label}: set it to [\"{label}\"] (dependents read it)")
+    return 0
+
+
+def spdx_license(metadata) -> str:
+    """The license as SPDX (rattler-build accepts nothing else): PEP 639's License-Expression, or a License
+    field that is one SPDX-looking word; free text ("Apache 2.0") is left out rather than guessed."""
+    expression = str(metadata.get("License-Expression") or "").strip()
+    if expression:
+        return expression
+    text = str(metadata.get("License") or "").strip()
+    return text if re.fullmatch(r"[A-Za-z0-9.+-]+", text) else ""
+
+
+def _pinned_requirement(text: str) -> tuple[str, str]:
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        requirement = None
+    specs = list(requirement.specifier) if requirement else []
+    if not requirement or len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+        raise UserError(f"{text!r} is not NAME==VERSION: name one release, e.g. flydsl==0.3.1")
+    return requirement.name, specs[0].version
+
+
+def _same_version(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def _existing(table: Table, pypi_name: str) -> str | None:
+    return next((e.name for e in table.entries.values() if canonicalize_name(e.pypi) == canonicalize_name(pypi_name)), None)
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"{path} cannot be read ({exc.__class__.__name__}): fix or restore it")
+
+
+def write_entry(path: Path, name: str, entry: dict) -> None:
+    """Replace (or append) one entry under `packages:`, keeping the file's header and other entries as written."""
+    text = path.read_text() if path.is_file() else HEADER
+    if not re.search(r"^packages:", text, re.M):
+        text = text.rstrip("\n") + "\npackages:\n"
+    block = yaml.safe_dump({name: entry}, sort_keys=False, width=200, default_flow_style=False)
+    block = "".join(f"  {line}\n" for line in block.splitlines())
+    head, _, body = text.partition("\npackages:\n")
+    pattern = re.compile(rf"^  {re.escape(name)}:\n(?:    .*\n|\s*\n)*", re.M)
+    body = pattern.sub(lambda m: block, body, count=1) if pattern.search(body) else body.rstrip("\n") + ("\n" if body.strip() else "") + block
+    body = body.lstrip("\n")
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(head + "\npackages:\n" + body)
+    os.replace(tmp, path)
+
+
+HEADER = """# PyPI-only dependencies, repackaged as conda packages by the one recipe in recipes/pypi (see
+# orchestrate/pypi.py). Write or refresh an entry with `orchestrate pypi add NAME==VERSION`.
+names: {}
+"""
+
+
+# --- `orchestrate pins` ---------------------------------------------------------------------------
+
+def table_components(table: Table, covered_pypi_names: set[str]):
+    """(component, version key, pinned version) for every entry that no variants/upstreams.yaml component
+    already reports, so `orchestrate pins` lists newer PyPI releases of each repackaged package."""
+    from .upstreams import Component, ReleaseSource
+
+    covered = {canonicalize_name(n) for n in covered_pypi_names}
+    found = []
+    for entry in table.entries.values():
+        if canonicalize_name(entry.pypi) in covered:
+            continue
+        key = f"{TABLE_FILE}:{entry.name}"
+        found.append((Component(entry.name, key, None, (ReleaseSource("pypi", entry.pypi),),
+                                note=f"repackaged from PyPI ({TABLE_FILE})"), key, entry.version))
+    return found

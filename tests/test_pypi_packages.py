@@ -1,0 +1,215 @@
+"""PyPI-only dependencies (variants/pypi.yaml + recipes/pypi): `orchestrate pypi add` pins a release from a
+loopback PyPI (JSON API + wheel), the one recipe builds it offline with its sha256 checked, the package
+installs with py-rattler and imports, a wrong sha256 is refused naming URL/expected/actual, and `pins`
+reports a newer release."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrate.architectures import ArchitectureTable, write_variant_files
+from orchestrate.cli import main
+from stack import install
+
+REPO = Path(__file__).resolve().parent.parent
+ARCH = "gfx1151"
+REQUIRES = [
+    "typing_extensions>=4.0",
+    'pywin32; sys_platform == "win32"',  # not on Linux: dropped
+    'pytest; extra == "test"',  # an extra's: dropped
+    'Torch>=2.0; platform_system == "Linux" and python_version >= "3.10"',  # mapped to conda-forge's name
+]
+
+
+def make_wheel(version: str) -> bytes:
+    buffer = io.BytesIO()
+    dist = f"demo_pkg-{version}.dist-info"
+    metadata = "Metadata-Version: 2.1\nName: demo-pkg\nVersion: {}\nSummary: a demo\nLicense: MIT\n" \
+               "Requires-Python: >=3.9\n{}".format(version, "".join(f"Requires-Dist: {r}\n" for r in REQUIRES))
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("demo_pkg/__init__.py", f"VERSION = {version!r}\n")
+        archive.writestr(f"{dist}/METADATA", metadata)
+        archive.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(f"{dist}/RECORD", "")
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def index(tmp_path: Path):
+    """A loopback PyPI: /pypi/demo-pkg/json (PyPI's JSON API, relative file links as a mirror serves
+    them) and the wheels of releases 1.0 and 1.1."""
+    root = tmp_path / "index"
+    (root / "files").mkdir(parents=True)
+    releases = {}
+    for version in ("1.0", "1.1"):
+        name = f"demo_pkg-{version}-py3-none-any.whl"
+        data = make_wheel(version)
+        (root / "files" / name).write_bytes(data)
+        releases[version] = [{"filename": name, "url": f"../../files/{name}", "yanked": False,
+                              "digests": {"sha256": hashlib.sha256(data).hexdigest()}}]
+    (root / "pypi" / "demo-pkg").mkdir(parents=True)
+    (root / "pypi" / "demo-pkg" / "json").write_text(json.dumps(
+        {"info": {"name": "demo-pkg", "version": "1.1", "requires_dist": REQUIRES}, "releases": releases}))
+
+    # A separate process: py-rattler-build holds the GIL while it downloads, so an in-process server
+    # thread would never answer.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port),
+                               "--directory", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/pypi/demo-pkg/json", timeout=1).read()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                server.kill()
+                raise
+            time.sleep(0.05)
+    yield base, releases
+    server.kill()
+    server.wait()
+
+
+STAND_INS = """
+# Offline stand-ins for conda-forge's packages. `python` runs the interpreter running the tests, with
+# the prefix's site-packages on its path, so the recipe's import test works without conda-forge.
+schema_version: 1
+outputs:
+  - package: {name: python, version: "3.12.0"}
+    build:
+      script:
+        - mkdir -p $PREFIX/bin
+        - printf '#!/bin/sh\\nhere=$(cd "$(dirname "$0")/.." && pwd)\\nPYTHONPATH="$here/lib/python3.12/site-packages" exec %s "$@"\\n' > $PREFIX/bin/python
+        - chmod +x $PREFIX/bin/python
+  - package: {name: typing-extensions, version: "4.12.0"}
+    build: {noarch: generic, script: [echo]}
+  - package: {name: pytorch, version: "2.14.1"}
+    build: {noarch: generic, script: [echo]}
+"""
+
+
+@pytest.fixture
+def pypi_workspace(tmp_path: Path, monkeypatch) -> Path:
+    """A workspace with the real recipes/pypi, the stand-ins above, and an empty variants/pypi.yaml."""
+    workspace = tmp_path / "ws"
+    (workspace / "recipes" / "stand-ins").mkdir(parents=True)
+    shutil.copytree(REPO / "recipes" / "pypi", workspace / "recipes" / "pypi")
+    (workspace / "recipes" / "stand-ins" / "recipe.yaml").write_text(STAND_INS.replace("%s", sys.executable))
+    variants = workspace / "variants"
+    variants.mkdir()
+    shutil.copy(REPO / "variants" / "architectures.yaml", variants)
+    (variants / "shared.yaml").write_text('python: ["3.12"]\n')
+    (variants / "upstreams.yaml").write_text("components: {}\n")
+    (variants / "pypi.yaml").write_text("# test table\nnames:\n  torch: pytorch\npackages:\n")
+    write_variant_files(ArchitectureTable.load(variants), variants)
+    monkeypatch.chdir(workspace)
+    monkeypatch.delenv("ORCHESTRATE_ARCH", raising=False)
+    return workspace
+
+
+def run(capsys, *args) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def entry_of(workspace: Path, name: str = "demo-pkg") -> dict:
+    return yaml.safe_load((workspace / "variants" / "pypi.yaml").read_text())["packages"][name]
+
+
+def test_add_pins_the_file_by_sha256_with_dependencies_from_its_metadata(index, pypi_workspace, capsys):
+    url, releases = index
+    code, out = run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi")
+    assert code == 0, out
+    entry = entry_of(pypi_workspace)
+    assert entry["version"] == "1.0" and entry["noarch"] is True
+    assert entry["url"] == f"{url}/files/demo_pkg-1.0-py3-none-any.whl"
+    assert entry["sha256"] == releases["1.0"][0]["digests"]["sha256"]
+    # markers evaluated for Linux / CPython 3.12, the extra's requirement dropped, torch named as conda-forge does
+    assert entry["depends"] == ["python >=3.9", "typing-extensions >=4.0", "pytorch >=2.0"]
+    assert entry["imports"] == ["demo_pkg"]
+    # refreshing to another release rewrites the one entry, keeping the file's header
+    assert run(capsys, "pypi", "add", "demo-pkg==1.1", "--pypi-url", f"{url}/pypi")[0] == 0
+    text = (pypi_workspace / "variants" / "pypi.yaml").read_text()
+    assert text.startswith("# test table") and text.count("demo-pkg:") == 1
+    assert entry_of(pypi_workspace)["sha256"] == releases["1.1"][0]["digests"]["sha256"]
+    code, out = run(capsys, "pypi", "add", "demo-pkg==9.9", "--pypi-url", f"{url}/pypi")
+    assert code == 2 and "PyPI has no demo-pkg 9.9" in out and len(out.strip().splitlines()) == 1
+
+
+def test_repackaged_wheel_builds_offline_installs_and_imports(index, pypi_workspace, capsys, tmp_path):
+    url, _ = index
+    assert run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi")[0] == 0
+    code, out = run(capsys, "plan", "--arch", ARCH, "--no-source-channels", "demo-pkg")
+    assert code == 0 and "demo-pkg" in out and "pyh" in out, out
+    code, out = run(capsys, "build", "--arch", ARCH, "--no-source-channels", "-q", "demo-pkg")
+    assert code == 0, out
+    installed = install(pypi_workspace / "channel", ["demo-pkg"], None, tmp_path / "prefix")
+    assert installed["demo-pkg"].startswith("pyh")  # noarch: python
+    site = tmp_path / "prefix" / "lib" / "python3.12" / "site-packages"
+    assert (site / "demo_pkg-1.0.dist-info" / "INSTALLER").read_text() == "conda\n"
+    imported = subprocess.run([sys.executable, "-c", "import demo_pkg; print(demo_pkg.VERSION, demo_pkg.__file__)"],
+                              env={"PYTHONPATH": str(site)}, capture_output=True, text=True)
+    assert imported.stdout.split() == ["1.0", str(site / "demo_pkg" / "__init__.py")], imported.stderr
+
+
+def test_wrong_sha256_is_refused_naming_url_expected_and_actual(index, pypi_workspace, capsys):
+    url, releases = index
+    assert run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi")[0] == 0
+    table = pypi_workspace / "variants" / "pypi.yaml"
+    actual = releases["1.0"][0]["digests"]["sha256"]
+    wrong = hashlib.sha256(b"not the wheel").hexdigest()
+    table.write_text(table.read_text().replace(actual, wrong))
+    code, out = run(capsys, "build", "--arch", ARCH, "--no-source-channels", "-q", "demo-pkg")
+    assert code != 0
+    line = next(line for line in out.splitlines() if "mismatch" in line)
+    assert f"{url}/files/demo_pkg-1.0-py3-none-any.whl" in line and wrong in line and actual in line, out
+    assert "variants/pypi.yaml" in line
+    assert not list((pypi_workspace / "channel").rglob("demo-pkg-*.conda"))
+
+
+def test_pins_reports_a_newer_pypi_release(index, pypi_workspace, capsys):
+    url, _ = index
+    assert run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi")[0] == 0
+    code, out = run(capsys, "pins", "--pypi-url", f"{url}/pypi", "--json")
+    assert code == 0, out
+    row = next(r for r in json.loads(out)["components"] if r["component"] == "demo-pkg")
+    assert (row["pinned"], row["newest"], row["state"]) == ("1.0", "1.1", "newer available")
+
+
+def test_a_table_version_that_disagrees_with_its_shared_pin_stops_the_plan(index, pypi_workspace, capsys):
+    url, _ = index
+    assert run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi", "--version-key", "demo_version")[0] == 0
+    (pypi_workspace / "variants" / "shared.yaml").write_text('python: ["3.12"]\ndemo_version: ["1.1"]\n')
+    code, out = run(capsys, "plan", "--arch", ARCH, "--no-source-channels")
+    assert code == 2 and "demo_version is 1.1" in out and "orchestrate pypi add demo-pkg==1.1" in out, out
+
+
+def test_the_real_table_pins_every_entry_by_sha256_and_renders():
+    """variants/pypi.yaml: flydsl at the pin aiter reads, every entry a wheel with a sha256, and each one a
+    planned package of the real recipe set."""
+    from orchestrate.pypi import load_table
+
+    shared = yaml.safe_load((REPO / "variants" / "shared.yaml").read_text())
+    table = load_table(REPO / "variants", shared)
+    assert table.entries["flydsl"].version == shared["flydsl_version"][0]
+    for entry in table.entries.values():
+        assert entry.file.endswith(".whl") and entry.url.endswith("/" + entry.file) and len(entry.sha256) == 64
+        assert entry.url.startswith("https://files.pythonhosted.org/packages/")
