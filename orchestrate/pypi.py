@@ -36,7 +36,7 @@ TABLE_FILE = "pypi.yaml"
 RECIPE_FOLDER = "pypi"  # recipes/pypi/recipe.yaml: the one recipe every entry is rendered from
 PYPI_FILES_HOST = "https://files.pythonhosted.org"
 ENTRY_KEYS = ("pypi", "version", "file", "url", "sha256", "noarch", "depends", "imports", "summary", "license",
-              "evidence", "version_key")
+              "evidence", "version_key", "conflicts")
 # A PyPI file URL is content-addressed: /packages/<2 hex>/<2 hex>/<60 hex>/<file>, whichever host serves it.
 CONTENT_PATH = re.compile(r"/packages/([0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{60}/[^/]+)$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -62,6 +62,7 @@ class Entry:
     license: str = ""
     evidence: str = ""
     version_key: str = ""  # a variants/shared.yaml key that pins the same version (dependents read it)
+    conflicts: tuple[str, ...] = ()  # conda packages that install the same modules: never in one environment
 
 
 @dataclass
@@ -119,7 +120,8 @@ def _entry(path: Path, name: str, spec) -> Entry:
     return Entry(name, str(spec["pypi"]), str(spec["version"]), str(spec["file"]), str(spec["url"]),
                  str(spec["sha256"]), bool(spec.get("noarch")), tuple(str(d) for d in spec.get("depends") or []),
                  tuple(str(i) for i in spec.get("imports") or []), str(spec.get("summary") or ""),
-                 str(spec.get("license") or ""), str(spec.get("evidence") or ""), str(spec.get("version_key") or ""))
+                 str(spec.get("license") or ""), str(spec.get("evidence") or ""), str(spec.get("version_key") or ""),
+                 tuple(str(c) for c in spec.get("conflicts") or []))
 
 
 def recipes_for_table(template: dict, table: Table) -> list[dict]:
@@ -141,6 +143,8 @@ def fill_recipe(template: dict, entry: Entry) -> dict:
     else:
         python = "python ${{ python }}.*"
     requirements["run"] = [python] + [d for d in entry.depends if _spec_name(d) != "python"]
+    if entry.conflicts:  # two packages writing the same module files must not meet in one environment
+        requirements["run_constraints"] = [f"{name} <0.0a0" for name in entry.conflicts]
     if entry.imports:
         data["tests"] = [{"python": {"imports": list(entry.imports), "pip_check": False}}] + list(data.get("tests") or [])
     about = data.setdefault("about", {})
@@ -330,6 +334,8 @@ def run(args, reporter) -> int:
         "license": spdx_license(metadata),
         "evidence": f"sha256 from PyPI JSON ({json_url}), checked against the download, read {datetime.date.today()}",
     }
+    if previous and previous.conflicts:
+        entry["conflicts"] = list(previous.conflicts)  # a judgement of ours, not PyPI's: kept on refresh
     version_key = args.version_key or (previous.version_key if previous else "")
     if version_key:
         entry["version_key"] = version_key

@@ -213,3 +213,15 @@ def test_the_real_table_pins_every_entry_by_sha256_and_renders():
     for entry in table.entries.values():
         assert entry.file.endswith(".whl") and entry.url.endswith("/" + entry.file) and len(entry.sha256) == 64
         assert entry.url.startswith("https://files.pythonhosted.org/packages/")
+
+
+def test_a_fork_that_installs_the_same_module_cannot_meet_the_original():
+    """oss-harmony (what vLLM requires) and conda-forge's openai-harmony both install `openai_harmony`: the
+    repackaged one carries a run constraint, so a solve never puts both in one environment (one module)."""
+    from orchestrate.pypi import fill_recipe, load_table
+
+    table = load_table(REPO / "variants")
+    template = yaml.safe_load((REPO / "recipes/pypi/recipe.yaml").read_text())
+    harmony = fill_recipe(template, table.entries["oss-harmony"])
+    assert harmony["requirements"]["run_constraints"] == ["openai-harmony <0.0a0"]
+    assert "run_constraints" not in fill_recipe(template, table.entries["flydsl"])["requirements"]
