@@ -2,8 +2,10 @@
 table, and a way to run the orchestrator's CLI in-process and read what a user would see."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +16,12 @@ from orchestrate.cli import main
 from stack import make_workspace
 
 REPO = Path(__file__).resolve().parent.parent
+
+# rattler's package cache keys packages by name-version-build, and the test graph builds the same names with
+# different contents in many tests: a cache of this run's own keeps concurrent runs (two developers' suites on
+# one machine, CI beside a local run) from installing each other's packages. Builds, tests and subprocesses
+# inherit it.
+os.environ.setdefault("RATTLER_CACHE_DIR", tempfile.mkdtemp(prefix="rocm-stack-tests-rattler-cache-"))
 
 
 @dataclass

@@ -331,7 +331,7 @@ def test_the_default_plan_is_rocm_stacks_closure_and_says_why_each_is_in_or_out(
 def test_an_unlocked_artifact_is_never_downloaded(serve, run, amd_workspace):
     server = serve()
     plan = run("plan", "--arch", "gfx1151", "-q")
-    assert f"has no sha256 (in the recipe or variants/prebuilt-lock.yaml): run `orchestrate pins --lock`" in \
+    assert "without a sha256 yet (rocm-sdk-core): `orchestrate pins --lock` locks them" in \
         row(plan.out, "rocm-sdk")  # plan still plans, and says so in the row
     result = run("build-all", "--arch", "gfx1151", "--offline")
     assert result.code == 2
