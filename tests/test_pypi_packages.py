@@ -110,6 +110,8 @@ def pypi_workspace(tmp_path: Path, monkeypatch) -> Path:
     workspace = tmp_path / "ws"
     (workspace / "recipes" / "stand-ins").mkdir(parents=True)
     shutil.copytree(REPO / "recipes" / "pypi", workspace / "recipes" / "pypi")
+    (workspace / "recipes" / "_shared").mkdir()
+    shutil.copy(REPO / "recipes" / "_shared" / "install_wheels.py", workspace / "recipes" / "_shared")
     (workspace / "recipes" / "stand-ins" / "recipe.yaml").write_text(STAND_INS.replace("%s", sys.executable))
     variants = workspace / "variants"
     variants.mkdir()

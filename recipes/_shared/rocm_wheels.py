@@ -20,10 +20,7 @@ Why the installed tree differs from `rocm-sdk init` in two places (both keep the
 """
 from __future__ import annotations
 
-import base64
-import configparser
 import csv
-import hashlib
 import io
 import json
 import os
@@ -32,6 +29,9 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from install_wheels import install, record_hash, write_console_scripts  # noqa: E402 (the one wheel installer)
 
 DEVEL_TARBALLS = ("_devel.tar.xz", "_devel.tar")
 DEVEL_PURE_PACKAGE = "rocm_sdk_devel"
@@ -45,10 +45,6 @@ class InstallError(Exception):
 
 
 # --- RECORD handling --------------------------------------------------------------------------------------
-
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
 
 def _read_record(path: Path) -> list[list[str]]:
     return [row for row in csv.reader(io.StringIO(path.read_text())) if row]
@@ -69,40 +65,6 @@ def _dist_info_dirs(site: Path) -> list[Path]:
     return sorted(site.glob("*.dist-info"))
 
 
-# --- console scripts ----------------------------------------------------------------------------------------
-
-# Relocatable (no absolute interpreter path, so the package needs no prefix rewriting): the shell finds the
-# environment's python next to the script, then python reads the rest of the file.
-SCRIPT = """#!/bin/sh
-'''exec' "$(dirname -- "$0")/python{python_version}" "$0" "$@"
-' '''
-import sys
-from {module} import {attribute}
-if __name__ == "__main__":
-    sys.exit({call}())
-"""
-
-
-def _write_console_scripts(entry_points_text: str, bin_dir: Path, site: Path, python_version: str) -> list[list[str]]:
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str
-    parser.read_string(entry_points_text)
-    rows = []
-    if not parser.has_section("console_scripts"):
-        return rows
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    for name, target in parser.items("console_scripts"):
-        module, _, attribute = target.strip().partition(":")
-        attribute = attribute.strip()
-        data = SCRIPT.format(python_version=python_version, module=module.strip(),
-                             attribute=attribute.split(".")[0], call=attribute).encode()
-        script = bin_dir / name
-        script.write_bytes(data)
-        script.chmod(0o755)
-        rows.append([os.path.relpath(script, site), _record_hash(data), str(len(data))])
-    return rows
-
-
 # --- install: wheels and the `rocm` sdist -------------------------------------------------------------------
 
 def _safe_member(name: str) -> str:
@@ -113,32 +75,13 @@ def _safe_member(name: str) -> str:
 
 
 def install_wheel(wheel: Path, site: Path, bin_dir: Path, python_version: str, skip: set[str] = frozenset()) -> Path:
-    """Unpack like pip: files into site-packages with their modes, dist-info with INSTALLER and an updated
-    RECORD, console scripts into bin/. Returns the dist-info folder."""
+    """Unpack like pip (install_wheels.py, the recipes' one wheel installer). Returns the dist-info folder."""
     with zipfile.ZipFile(wheel) as archive:
-        names = [_safe_member(n) for n in archive.namelist() if not n.endswith("/")]
-        dist_infos = {n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")}
-        if len(dist_infos) != 1:
-            raise InstallError(f"{wheel.name} is not a wheel: it has {len(dist_infos)} .dist-info folders")
-        for name in names:
+        for name in archive.namelist():
+            _safe_member(name)
             if name.split("/", 1)[0].endswith(".data"):
                 raise InstallError(f"{wheel.name}: {name} is in a .data folder, which AMD's ROCm wheels never use")
-            if name in skip:
-                continue
-            target = site / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(archive.read(name))
-            mode = (archive.getinfo(name).external_attr >> 16) & 0o777
-            target.chmod(0o755 if mode & 0o111 else 0o644)
-    dist_info = site / dist_infos.pop()
-    record = dist_info / "RECORD"
-    rows = _read_record(record) if record.exists() else []
-    (dist_info / "INSTALLER").write_text(INSTALLER)
-    rows.append([f"{dist_info.name}/INSTALLER", _record_hash(INSTALLER.encode()), str(len(INSTALLER))])
-    entry_points = dist_info / "entry_points.txt"
-    if entry_points.exists():
-        rows += _write_console_scripts(entry_points.read_text(), bin_dir, site, python_version)
-    _write_record(record, rows)
+    _metadata, dist_info = install(wheel, bin_dir.parent, site, python_version, {}, frozenset(skip))
     return dist_info
 
 
@@ -164,7 +107,7 @@ def install_sdist_tree(tree: Path, site: Path, bin_dir: Path, python_version: st
                 data = path.read_bytes()
                 (site / relative).parent.mkdir(parents=True, exist_ok=True)
                 (site / relative).write_bytes(data)
-                rows.append([str(relative), _record_hash(data), str(len(data))])
+                rows.append([str(relative), record_hash(data), str(len(data))])
     normalized = re.sub(r"[-_.]+", "_", fields["Name"]).lower()
     dist_info = site / f"{normalized}-{fields['Version']}.dist-info"
     dist_info.mkdir(parents=True, exist_ok=True)
@@ -177,10 +120,11 @@ def install_sdist_tree(tree: Path, site: Path, bin_dir: Path, python_version: st
     entry_points = next((e / "entry_points.txt" for e in egg_infos if (e / "entry_points.txt").exists()), None)
     if entry_points is not None:
         metadata_files["entry_points.txt"] = entry_points.read_text()
-        rows += _write_console_scripts(entry_points.read_text(), bin_dir, site, python_version)
+        rows += [[os.path.relpath(p, site), record_hash(p.read_bytes()), str(p.stat().st_size)]
+                 for p in write_console_scripts(entry_points.read_text(), bin_dir.parent, python_version)]
     for name, text in metadata_files.items():
         (dist_info / name).write_text(text)
-        rows.append([f"{dist_info.name}/{name}", _record_hash(text.encode()), str(len(text.encode()))])
+        rows.append([f"{dist_info.name}/{name}", record_hash(text.encode()), str(len(text.encode()))])
     rows.append([f"{dist_info.name}/RECORD", "", ""])
     _write_record(dist_info / "RECORD", rows)
     return dist_info

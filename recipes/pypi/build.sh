@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
-# Install one PyPI wheel's files into $PREFIX, unchanged (recipes/pypi/recipe.yaml).
+# Install one PyPI wheel's files into $PREFIX, unchanged (recipes/pypi/recipe.yaml), with the recipes' one wheel
+# installer. No SATISFIED_BY: the package's run requirements are translated from this wheel's own Requires-Dist.
 set -euo pipefail
-"$BUILD_PREFIX/bin/python" "$RECIPE_DIR/install_wheel.py" "$SRC_DIR/$WHEEL" "$PREFIX" "$SITE_PACKAGES"
+cd "$SRC_DIR"
+"$BUILD_PREFIX/bin/python" "$RECIPE_DIR/../_shared/install_wheels.py" "$WHEEL"

@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""Install wheels into $PREFIX the way pip lays them out, with the Python standard library only.
+"""Install wheels into $PREFIX the way pip lays them out, with the Python standard library only: the one
+wheel installer of the recipes (AMD's PyTorch and ROCm wheels, the PyPI-only packages; rocm_wheels.py adds
+what is particular to the ROCm SDK).
 
 Usage (as a recipe's build script; each wheel is a `file_name:` source in the work dir):
-    python3 "$RECIPE_DIR/../_shared/install-wheels.py" WHEEL...
+    python3 "$RECIPE_DIR/../_shared/install_wheels.py" WHEEL...
 Reads: PREFIX, PYTHON_VERSION ("3.12": the site-packages the package is for, not the interpreter
-  running this script, which is the build machine's), SATISFIED_BY (space-separated conda names of the
-  recipe's run requirements).
+  running this script, which may be the build machine's), SATISFIED_BY (space-separated conda names of the
+  recipe's run requirements; unset: the Requires-Dist check is skipped, for packages whose run
+  requirements are translated from that same metadata), SKIP_FILES (colon-separated wheel members that
+  another package of the recipe set already installs).
 Does: unpacks every wheel into lib/pythonX.Y/site-packages (its .data/ folders where pip puts them),
   merging trees (a device wheel's files land inside torch/, as pip does) and refusing to overwrite a
   file another wheel brought; writes each dist-info's INSTALLER and RECORD for the installed paths;
-  writes console_scripts wrappers into bin/ as pip does; then checks that every Requires-Dist of every
+  writes console_scripts wrappers into bin/ (relocatable: they run the python next to them), and a
+  `#!python` script of a wheel's .data/scripts gets the environment's python; then checks that every Requires-Dist of every
   wheel (extras aside) is satisfied by a wheel installed here or by a conda package named in
   SATISFIED_BY, so a new requirement in AMD's metadata fails the build instead of the user's import.
 Nothing is patched: ELF files are written byte for byte (the recipe turns relocation off).
@@ -17,7 +22,9 @@ Nothing is patched: ELF files are written byte for byte (the recipe turns reloca
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
+import io
 import os
 import re
 import sys
@@ -37,7 +44,7 @@ CONDA_NAMES = {
 
 
 def fail(message: str) -> None:
-    print(f"install-wheels: {message}", file=sys.stderr)
+    print(f"install_wheels: {message}", file=sys.stderr)
     sys.exit(1)
 
 
@@ -68,16 +75,22 @@ def target_for(member: str, data_dir: str, prefix: Path, site: Path, python_vers
     return roots[scheme].joinpath(*rest)
 
 
-def console_script(module: str, function: str, prefix: Path) -> str:
-    # pip's wrapper; the prefix is replaced at install time (bin/ is the one place prefix detection sees)
-    return (f"#!{prefix}/bin/python\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
-            f"from {module} import {function.split('.')[0]}\n"
-            f"if __name__ == \"__main__\":\n"
-            f"    sys.argv[0] = re.sub(r\"(-script\\.pyw|\\.exe)?$\", \"\", sys.argv[0])\n"
-            f"    sys.exit({function}())\n")
+# Relocatable (no absolute interpreter path, so the package needs no prefix rewriting): the shell finds the
+# environment's python next to the script, then python reads the rest of the file.
+SCRIPT = """#!/bin/sh
+'''exec' "$(dirname -- "$0")/python{python_version}" "$0" "$@"
+' '''
+import sys
+from {module} import {attribute}
+if __name__ == "__main__":
+    sys.exit({call}())
+"""
 
 
-def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: dict[Path, str]) -> tuple[dict, Path]:
+def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: dict[Path, str],
+            skip: frozenset[str] = frozenset()) -> tuple[dict, Path]:
+    """Unpack one wheel as pip does; `owners` (target -> wheel) refuses two wheels writing one file. Returns the
+    wheel's METADATA and its dist-info folder."""
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         dist_infos = {PurePosixPath(n).parts[0] for n in names if PurePosixPath(n).parts[0].endswith(".dist-info")}
@@ -88,30 +101,44 @@ def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: 
         metadata = HeaderParser().parsestr(zf.read(f"{dist_info}/METADATA").decode())
         installed: list[Path] = []
         for info in zf.infolist():
-            if info.is_dir() or info.filename == f"{dist_info}/RECORD":
+            if info.is_dir() or info.filename == f"{dist_info}/RECORD" or info.filename in skip:
                 continue
             target = target_for(info.filename, data_dir, prefix, site, python_version)
             if target in owners:
                 fail(f"{wheel.name} and {owners[target]} both install {target.relative_to(prefix)}: the wheels do not fit together")
             owners[target] = wheel.name
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(zf.read(info))
+            data = zf.read(info)
+            is_script = info.filename.startswith(f"{data_dir}/scripts/")
+            if is_script and data.startswith(b"#!python"):
+                data = b"#!/usr/bin/env python" + data[len(b"#!python"):]  # the environment's python, as pip does
+            target.write_bytes(data)
             mode = (info.external_attr >> 16) & 0o777
-            if mode:
-                target.chmod(mode)
+            target.chmod(0o755 if (mode & 0o111 or is_script) else 0o644)
             installed.append(target)
         entry_points = zf.read(f"{dist_info}/entry_points.txt").decode() if f"{dist_info}/entry_points.txt" in names else ""
-    installed += write_console_scripts(entry_points, prefix)
+    installed += write_console_scripts(entry_points, prefix, python_version)
     dist_path = site / dist_info
     (dist_path / "INSTALLER").write_text("conda\n")
     installed.append(dist_path / "INSTALLER")
-    record = [f"{os.path.relpath(p, site)},{record_hash(p.read_bytes())},{p.stat().st_size}" for p in installed]
-    record.append(f"{dist_info}/RECORD,,")
-    (dist_path / "RECORD").write_text("\n".join(sorted(record)) + "\n")
+    write_record(dist_path, site, installed)
     return metadata, dist_path
 
 
-def write_console_scripts(entry_points: str, prefix: Path) -> list[Path]:
+def record_row(path: Path, site: Path) -> list[str]:
+    data = path.read_bytes()
+    return [os.path.relpath(path, site), record_hash(data), str(len(data))]
+
+
+def write_record(dist_path: Path, site: Path, installed: list[Path]) -> None:
+    """The dist-info's RECORD for what was installed (csv, as pip writes it)."""
+    rows = sorted(record_row(p, site) for p in installed) + [[f"{dist_path.name}/RECORD", "", ""]]
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    (dist_path / "RECORD").write_text(buffer.getvalue())
+
+
+def write_console_scripts(entry_points: str, prefix: Path, python_version: str) -> list[Path]:
     scripts, section = [], ""
     for line in entry_points.splitlines():
         line = line.strip()
@@ -120,9 +147,11 @@ def write_console_scripts(entry_points: str, prefix: Path) -> list[Path]:
         elif section == "console_scripts" and "=" in line:
             name, target = (s.strip() for s in line.split("=", 1))
             module, _, function = target.partition(":")
+            function = function.split()[0]
             path = prefix / "bin" / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(console_script(module, function.split()[0], prefix))
+            path.write_text(SCRIPT.format(python_version=python_version, module=module.strip(),
+                                          attribute=function.split(".")[0], call=function))
             path.chmod(0o755)
             scripts.append(path)
     return scripts
@@ -143,10 +172,12 @@ def unsatisfied(requirements: list[str], installed_here: set[str], satisfied_by:
 
 def main(argv: list[str]) -> None:
     if not argv:
-        fail("usage: install-wheels.py WHEEL...")
+        fail("usage: install_wheels.py WHEEL...")
     prefix = Path(os.environ["PREFIX"])
     python_version = os.environ["PYTHON_VERSION"]
+    check = "SATISFIED_BY" in os.environ
     satisfied_by = set(os.environ.get("SATISFIED_BY", "").split())
+    skip = frozenset(filter(None, os.environ.get("SKIP_FILES", "").split(":")))
     site = prefix / "lib" / f"python{python_version}" / "site-packages"
     owners: dict[Path, str] = {}
     requirements: dict[str, list[str]] = {}
@@ -154,11 +185,11 @@ def main(argv: list[str]) -> None:
     for wheel in map(Path, argv):
         if not wheel.is_file():
             fail(f"{wheel} is missing: the recipe's source did not provide it")
-        metadata, _ = install(wheel, prefix, site, python_version, owners)
+        metadata, _ = install(wheel, prefix, site, python_version, owners, skip)
         installed_here.add(canonical(metadata["Name"]))
         requirements[wheel.name] = metadata.get_all("Requires-Dist") or []
-        print(f"install-wheels: {wheel.name} -> {site.relative_to(prefix)}")
-    for wheel_name, reqs in requirements.items():
+        print(f"install_wheels: {wheel.name} -> {site.relative_to(prefix)}")
+    for wheel_name, reqs in requirements.items() if check else ():
         missing = unsatisfied(reqs, installed_here, satisfied_by)
         if missing:
             fail(f"{wheel_name} requires {', '.join(missing)}, which no run requirement of the recipe provides: "
