@@ -139,9 +139,6 @@ def cmd_build(args, reporter: Reporter) -> int:
     if options.dry_run:
         show_plan(plan, reporter)
         return 0
-    if runner.unpinned_sources(plan.steps) and not options.offline and pins.lock_first(options, plan, reporter):
-        plan = _make_plan(args, options)
-    runner.check_sources_pinned(plan)
     channel = Channel(options.channel)
     stops.describe(lambda: f"{len(channel.entries_present())} package(s) are in channel {channel.path} and stay there")
     if any(s.state == runner.BUILD for s in plan.steps) or channel.exists():
@@ -152,8 +149,15 @@ def cmd_build(args, reporter: Reporter) -> int:
         runner.report_recovery(recovery, reporter)
         if recovery.changed:
             plan = _make_plan(args, options)  # what was recovered is up to date now
-        # Every environment solved before the first build: a missing requirement stops here, in seconds.
-        resolve.require_resolvable(plan, options, reporter)
+        # Every environment solved before the first build or download: a missing requirement, or a channel
+        # that cannot be reached, stops here, in seconds.
+        blocked = resolve.require_resolvable(plan, options, reporter)
+        # Then AMD's files: an incomplete lock is completed first where the index answers; a file without a
+        # sha256 is never downloaded.
+        if runner.unpinned_sources(plan.steps) and not options.offline and pins.lock_first(options, plan, reporter):
+            plan = _make_plan(args, options)
+            runner.block(plan, blocked)
+        runner.check_sources_pinned(plan)
         if any(s.state == runner.BUILD for s in plan.steps):
             SourceCache(options.source_cache).ensure_writable()
         if options.offline:

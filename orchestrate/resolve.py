@@ -90,12 +90,13 @@ def check_plan(plan: runner.Plan, options: Options) -> Resolution:
         return asyncio.run(_check(environments(building), plan, Path(scratch), users, plan.arch.isa))
 
 
-def require_resolvable(plan: runner.Plan, options: Options, reporter: Reporter) -> None:
+def require_resolvable(plan: runner.Plan, options: Options, reporter: Reporter) -> dict[str, str]:
     """Before the first build: when the plan cannot be completed, stop with nothing built (exit 2); with
-    --keep-going, say what cannot be completed, mark it (and what needs it) blocked, and build the rest."""
+    --keep-going, say what cannot be completed, mark it (and what needs it) blocked, and build the rest.
+    Returns the blocked packages with their reasons (for a plan made again later)."""
     resolution = check_plan(plan, options)
     if resolution.ok:
-        return
+        return {}
     lines = resolution.lines()
     cannot = sorted(resolution.problems) + sorted(set(resolution.blocked) - set(resolution.problems))
     if options.keep_going:
@@ -103,7 +104,7 @@ def require_resolvable(plan: runner.Plan, options: Options, reporter: Reporter) 
             reporter.error(f"error: {line}")
         reporter.error(f"--keep-going: {', '.join(cannot)} cannot be completed and will not be built; building the rest")
         runner.block(plan, resolution.reasons())
-        return
+        return resolution.reasons()
     if len(lines) == 1:
         raise UserError(f"{lines[0]}; nothing was built ({_keep_going_hint(cannot)})")
     for line in lines:

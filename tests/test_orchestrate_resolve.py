@@ -232,3 +232,23 @@ def test_a_conda_forge_package_that_needs_pytorch_gets_ours(orchestrate, workspa
         (renamed / subdir / "repodata.json").write_text(json.dumps(repodata))
     two = solve([renamed, stand_in_conda_forge], ["vllm", "accelerate"])
     assert torches(two) == ["pytorch cpu_generic_py312_h0_0", f"pytorch-rocm {torch.build}"]
+
+
+def test_the_real_recipes_offline_name_conda_forge_before_anything_else(conda_forge_unreachable, tmp_path, capsys,
+                                                                        monkeypatch):
+    """Issue 13's measurement, on the real recipes with their defaults (conda-forge by name) and AMD's files
+    not locked yet: with no network the one line names conda-forge, before AMD's index is even asked, and
+    nothing is written."""
+    from conftest import REPO
+    from orchestrate.cli import main
+
+    monkeypatch.delenv("ORCHESTRATE_ARCH", raising=False)
+    lock = (REPO / "variants" / "prebuilt-lock.yaml").read_text()
+    channel = tmp_path / "channel"
+    code = main(["build-all", "--arch", ARCH, "--workspace", str(REPO), "--channel", str(channel), "-q"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.strip().splitlines() == [f"error: conda-forge cannot be reached: {FIX_CHANNEL}"]
+    assert "locking AMD artifacts" not in captured.out
+    assert (REPO / "variants" / "prebuilt-lock.yaml").read_text() == lock
+    assert not list(channel.rglob("*.conda"))
