@@ -139,29 +139,9 @@ def device_files(gfx: str) -> dict[str, str]:
             f"lib/rocblas/library/TensileLibrary_lazy_{gfx}.dat": f"kernel db for {gfx}\n"}
 
 
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def write_wheel(folder: Path, project: str, files: dict[str, tuple[bytes, bool]], entry_points: str = "") -> Path:
-    """A wheel as setuptools/bdist_wheel writes it: files, then NAME-VER.dist-info/{METADATA,WHEEL,RECORD}."""
-    dist = project.replace("-", "_")
-    dist_info = f"{dist}-{VERSION}.dist-info"
-    files = dict(files)
-    files[f"{dist_info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {project}\nVersion: {VERSION}\n".encode(), False)
-    files[f"{dist_info}/WHEEL"] = (f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {PLATFORM_TAG}\n".encode(), False)
-    if entry_points:
-        files[f"{dist_info}/entry_points.txt"] = (entry_points.encode(), False)
-    record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, (data, _) in files.items())
-    record += f"{dist_info}/RECORD,,\n"
-    path = folder / f"{dist}-{VERSION}-{PLATFORM_TAG}.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, (data, executable) in files.items():
-            info = zipfile.ZipInfo(name, date_time=(2026, 10, 5, 0, 0, 0))
-            info.external_attr = (0o100755 if executable else 0o100644) << 16
-            archive.writestr(info, data)
-        archive.writestr(zipfile.ZipInfo(f"{dist_info}/RECORD", date_time=(2026, 10, 5, 0, 0, 0)), record)
-    return path
+    """One of AMD's ROCm SDK wheels (py3-none-linux_x86_64 at VERSION); make_wheel below writes it."""
+    return make_wheel(folder, project, VERSION, PLATFORM_TAG, files, entry_points=entry_points)
 
 
 def _text(files: dict[str, tuple[str, bool]]) -> dict[str, tuple[bytes, bool]]:
@@ -297,11 +277,12 @@ def make_index(root: Path, gfxs: list[str]) -> PrebuiltIndex:
 # Shared: wheels and a PEP 503 index
 
 
-def make_wheel(folder: Path, name: str, version: str, tag: str, files: dict[str, str | bytes],
+def make_wheel(folder: Path, name: str, version: str, tag: str, files: dict[str, str | bytes | tuple],
                requires: list[str] = (), extras: dict[str, list[str]] | None = None,
                entry_points: str = "") -> Path:
     """A wheel as pip and AMD's tools write it: <name>-<version>-<tag>.whl with a dist-info (METADATA,
-    WHEEL, RECORD with sha256 of every file). `version` may carry a local part (+rocm10.1.0)."""
+    WHEEL, RECORD with sha256 of every file). `version` may carry a local part (+rocm10.1.0). A file is
+    executable when its value is (data, True), and shared libraries always are."""
     dist = name.replace("-", "_")
     dist_info = f"{dist}-{version}.dist-info"
     metadata = [f"Metadata-Version: 2.4", f"Name: {name}", f"Version: {version}"]
@@ -309,7 +290,8 @@ def make_wheel(folder: Path, name: str, version: str, tag: str, files: dict[str,
     for extra, reqs in (extras or {}).items():
         metadata.append(f"Provides-Extra: {extra}")
         metadata += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
-    contents = dict(files)
+    executable = {path for path, data in files.items() if isinstance(data, tuple) and data[1]}
+    contents = {path: data[0] if isinstance(data, tuple) else data for path, data in files.items()}
     contents[f"{dist_info}/METADATA"] = "\n".join(metadata) + "\n"
     contents[f"{dist_info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: rocm-kpack-split-python-wheels\nRoot-Is-Purelib: false\nTag: {tag}\n"
     if entry_points:
@@ -325,7 +307,7 @@ def make_wheel(folder: Path, name: str, version: str, tag: str, files: dict[str,
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
         for path, data in contents.items():
             info = zipfile.ZipInfo(path)
-            info.external_attr = (0o755 if path.endswith(".so") or ".so." in path else 0o644) << 16
+            info.external_attr = (0o755 if path in executable or path.endswith(".so") or ".so." in path else 0o644) << 16
             zf.writestr(info, data)
     return wheel
 
