@@ -15,7 +15,7 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
-from .channels import (FIX_CHANNEL, HTTP_STATUS, UNREACHABLE, as_rattler, channel_problem,  # noqa: F401 (FIX_CHANNEL)
+from .channels import (HTTP_STATUS, UNREACHABLE, as_rattler, channel_problem,
                        display_names, local_folder, name_of, users_channels)
 
 from .errors import DISK_FULL_TEXT, disk_full_message, filesystem_of

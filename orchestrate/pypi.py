@@ -17,14 +17,12 @@ import hashlib
 import io
 import os
 import re
-import tempfile
 import urllib.parse
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name

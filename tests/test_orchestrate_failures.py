@@ -11,13 +11,11 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from orchestrate import diagnose
 from orchestrate.channel import Channel
-from test_orchestrate_build import states
 from test_orchestrate_crash import assert_consistent
 from test_orchestrate_stops import script_runs
 

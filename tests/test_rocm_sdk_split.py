@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from orchestrate import runner
-from orchestrate.cli import main
 from orchestrate.options import Options
 from prebuilt_helpers import TORCH_ROCM_INIT, VERSION, make_index, sha256_of
 from source_helpers import CountingServer
