@@ -16,7 +16,7 @@ import pytest
 from rattler.index import index_fs
 
 from orchestrate import doctor
-from orchestrate.diagnose import FIX_CHANNEL
+from orchestrate.channels import FIX_CHANNEL
 from orchestrate.estimates import GIB, DiskNeed
 from source_helpers import CountingServer, sourced_recipe
 
