@@ -30,7 +30,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-X
+sys.dont_write_bytecode = True  # builds leave no __pycache__ in the user's checkout of recipes/_shared
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from install_wheels import install, record_hash, write_console_scripts  # noqa: E402 (the one wheel installer)
 
