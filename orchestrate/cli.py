@@ -213,8 +213,6 @@ def cmd_fetch(args, reporter: Reporter) -> int:
         plans = [runner.make_plan(dataclasses.replace(options, arch=a), args.packages) for a in table.names()]
     else:
         plans = [runner.make_plan(options, args.packages)]
-    for plan in plans:
-        runner.check_sources_pinned(plan)
     SourceCache(options.source_cache).ensure_writable()
     stops.describe(lambda: f"the source cache {options.source_cache} keeps every source fetched so far",
                    "run the same command again to fetch the rest")
@@ -224,6 +222,8 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     unresolved = fetch.unresolved_requirements(plans, options)
     for line in unresolved:
         reporter.error(f"error: {line}")
+    for plan in plans:  # a file without a sha256 is never downloaded
+        runner.check_sources_pinned(plan)
     reporter.info(f"source cache: {options.source_cache}")
     results = []
     with clean.work_area(options):
