@@ -390,3 +390,57 @@ def test_pins_reports_amds_newest_stable_rocm_and_torch_for_our_line(serve, amd_
     rows = {r["what"]: r for r in pins.amd_index_rows(amd_workspace, Pins("gfx1151", {"rocm_sdk_version": ROCM,
                                                                                     "pytorch_version": "2.14.0"}), 5)}
     assert rows["torch 2.14.*+rocm10.1.*"]["newest"] == LOCAL
+
+
+def real_index_files(workspace: Path) -> dict[str, list[str]]:
+    """Every file the real variants/prebuilt.yaml declares, for every architecture, named as AMD names them."""
+    from orchestrate.prebuilt import Prebuilt
+
+    variants = workspace / "variants"
+    prebuilt = Prebuilt.load(variants)
+    shared = yaml.safe_load((variants / "shared.yaml").read_text())
+    table = ArchitectureTable.load(variants)
+    files: dict[str, list[str]] = {}
+    for artifact in prebuilt.artifacts.values():
+        for arch in ARCHS if artifact.per_arch else ARCHS[:1]:
+            values = {**shared, **table.get(arch).variant_keys()}
+            if not artifact.applies(values):
+                continue
+            project, version = artifact.project_for(values, arch), artifact.version_for(values, arch)
+            tag = "cp312-cp312-linux_x86_64" if artifact.python else "py3-none-linux_x86_64"
+            name = f"{project}-{version}.tar.gz" if project == "rocm" else \
+                f"{project.replace('-', '_')}-{version}-{tag}.whl"
+            files.setdefault(project, []).append(name)
+    return files
+
+
+def test_the_real_declarations_lock_every_file_and_the_real_recipes_plan_with_them(tmp_path, orchestrate, monkeypatch):
+    """The real variants/prebuilt.yaml and recipes, against an index holding what they declare: `pins --lock`
+    pins every file (the family wheel only for the architectures that have one), and every architecture's
+    default plan then has nothing left to lock and takes PyTorch from AMD's wheels."""
+    workspace = tmp_path / "real"
+    shutil.copytree(REPO / "recipes", workspace / "recipes")
+    shutil.copytree(REPO / "variants", workspace / "variants")
+    shutil.copytree(REPO / "patches", workspace / "patches")
+    (workspace / "orchestrate.toml").write_text("source_channels = []\n")
+    root = tmp_path / "index"
+    make_index(root, real_index_files(workspace))
+    with IndexServer(root) as server:
+        declared = (workspace / "variants" / "prebuilt.yaml").read_text()
+        index = "https://stable.repo.amd.com/rocm/whl-next/"
+        assert f"index: {index}" in declared
+        (workspace / "variants" / "prebuilt.yaml").write_text(declared.replace(f"index: {index}", f"index: {server.url}/simple/"))
+        monkeypatch.chdir(workspace)
+        result = orchestrate("pins", "--workspace", workspace, "--lock")
+        assert result.code == 0, result.err
+        lock = lock_of(workspace)["artifacts"]
+        families = {arch: ArchitectureTable.load(workspace / "variants").get(arch).torch_device_family for arch in ARCHS}
+        assert set(lock["torch_device_family"]) == {arch for arch, family in families.items() if family}
+        assert set(lock["torch_device"]) == set(lock["rocm_sdk_device"]) == set(ARCHS)
+        assert not [e for e in lock.values() for x in ([e] if "sha256" in e or "absent" in e else e.values()) if "absent" in x]
+        for arch in ("gfx1151", "gfx942"):
+            plan = orchestrate("plan", "--workspace", workspace, "--arch", arch, "-q")
+            assert plan.code == 0, plan.err
+            assert "without a sha256" not in plan.out
+            assert "prebuilt wheel" in row(plan.out, "pytorch", "will build")
+        assert not [path for path in server.downloads if path.startswith("/files/") or path.startswith("files/")]
