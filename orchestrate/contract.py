@@ -21,7 +21,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .imports import Root, conda_name, distribution_of, import_closure, normalize
+from .imports import Closure, Root, conda_name, distribution_of, import_closure, normalize
 from .recipes import SHARED_SCRIPTS, load_recipe_yaml
 from .upstreams import MINIMUM, Check, Pins, Upstreams, parse_version, same_release
 
@@ -445,14 +445,33 @@ def upstream_requirements(checkout: Path, files: tuple[str, ...]) -> dict[str, s
     return found
 
 
-def check_imports_covered(contract: ImportContract, workspace: Path, sources: Path) -> Outcome:
-    """Every third-party module the path imports is a run requirement (conditional ones may be left out)."""
+@dataclass
+class _ImportFacts:
+    """What both import checks read: the checkout, the recipe's run requirements and left-out entries, and
+    the import closure of the contract's entry points."""
+
+    checkout: Path
+    run: set[str]
+    left_out: dict[str, str]
+    closure: Closure
+
+
+def _import_facts(contract: ImportContract, workspace: Path, sources: Path) -> _ImportFacts | None:
+    """None where there is no checkout of the recipe's upstream (the check is skipped)."""
     checkout = sources / contract.recipe
     if not checkout.is_dir():
-        return Outcome(SKIPPED, f"no checkout of {contract.recipe}")
+        return None
     recipe_path = workspace / "recipes" / contract.recipe / "recipe.yaml"
-    run, left_out = run_requirement_names(recipe_path), left_out_requirements(recipe_path)
-    closure = import_closure(checkout, contract.package, list(contract.roots))
+    return _ImportFacts(checkout, run_requirement_names(recipe_path), left_out_requirements(recipe_path),
+                        import_closure(checkout, contract.package, list(contract.roots)))
+
+
+def check_imports_covered(contract: ImportContract, workspace: Path, sources: Path) -> Outcome:
+    """Every third-party module the path imports is a run requirement (conditional ones may be left out)."""
+    facts = _import_facts(contract, workspace, sources)
+    if facts is None:
+        return Outcome(SKIPPED, f"no checkout of {contract.recipe}")
+    run, left_out, closure = facts.run, facts.left_out, facts.closure
     drift = []
     for module, where in sorted(closure.third_party.items()):
         package = conda_name(distribution_of(module))
@@ -472,13 +491,11 @@ def check_imports_covered(contract: ImportContract, workspace: Path, sources: Pa
 
 def check_requirements_accounted(contract: ImportContract, workspace: Path, sources: Path) -> Outcome:
     """Every upstream requirement is a run requirement or left out with a reason; no stale left-out entry."""
-    checkout = sources / contract.recipe
-    if not checkout.is_dir():
+    facts = _import_facts(contract, workspace, sources)
+    if facts is None:
         return Outcome(SKIPPED, f"no checkout of {contract.recipe}")
-    recipe_path = workspace / "recipes" / contract.recipe / "recipe.yaml"
-    run, left_out = run_requirement_names(recipe_path), left_out_requirements(recipe_path)
-    listed = upstream_requirements(checkout, contract.requirement_files)
-    closure = import_closure(checkout, contract.package, list(contract.roots))
+    run, left_out, closure = facts.run, facts.left_out, facts.closure
+    listed = upstream_requirements(facts.checkout, contract.requirement_files)
     always = {distribution_of(m) for m in closure.third_party}
     conditional = {distribution_of(m) for m in closure.conditional}
     drift = []
