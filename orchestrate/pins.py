@@ -11,11 +11,8 @@ import argparse
 import email.parser
 import json
 import os
-import socket
 import subprocess
-import urllib.error
 import urllib.parse
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,11 +23,13 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from . import prebuilt as amd
+from . import web
 from .architectures import ArchitectureTable
 from .errors import UserError
 from .options import ARCH_ENV, Options, find_workspace
 from .sources import Source
 from .ui import Reporter
+from .web import Unreachable
 from .upstreams import ADVISORY, Component, Coupling, Pins, ReleaseSource, Upstreams, parse_version, read_pins
 
 PYPI_URL_ENV = "ORCHESTRATE_PYPI_URL"
@@ -46,10 +45,6 @@ OK, BROKEN, DIFFERS, UNKNOWN, OFFLINE = "ok", "BROKEN", "differs", "unknown", "c
 JSON_METADATA = "PyPI JSON"
 GIT_UNREACHABLE = ("could not resolve host", "failed to connect", "connection refused", "connection timed out",
                    "timed out", "network is unreachable", "could not connect", "unable to access")
-
-
-class Unreachable(Exception):
-    """The address did not answer at all (no route, refused, DNS, timeout): the network, not the data."""
 
 
 @dataclass
@@ -181,7 +176,7 @@ def amd_index_rows(workspace: Path, pins: Pins, timeout: float) -> list[dict]:
         row = {"what": label, "pinned": pinned, "newest": None, "error": ""}
         try:
             files = amd.read_project(index, project, timeout)
-        except amd.IndexUnreachable as exc:
+        except Unreachable as exc:
             row["error"] = f"cannot reach {index} ({exc})"
         except LookupError as exc:
             row["error"] = str(exc)
@@ -272,16 +267,7 @@ def _requires(files: list[dict] | None, json_url: str, timeout: float) -> tuple[
 
 
 def _get(url: str, timeout: float) -> bytes:
-    request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "rocm-stack-orchestrate"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.read()
-    except urllib.error.HTTPError as exc:
-        raise LookupError(f"{url}: HTTP {exc.code}")
-    except urllib.error.URLError as exc:
-        raise Unreachable(str(exc.reason))
-    except (socket.timeout, TimeoutError, ConnectionError) as exc:
-        raise Unreachable(str(exc) or exc.__class__.__name__)
+    return web.get(url, timeout).body
 
 
 def _get_json(url: str, timeout: float) -> dict:

@@ -11,10 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-import socket
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,6 +21,7 @@ import yaml
 from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from . import web
 from .architectures import Architecture
 from .errors import UserError
 
@@ -42,10 +40,6 @@ SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 ORIGIN_PREBUILT_WHEEL, ORIGIN_PREBUILT_ARCHIVE = "prebuilt wheel", "prebuilt archive"
 ORIGIN_SOURCE, ORIGIN_METAPACKAGE = "source build", "metapackage"
 DECLARED_ORIGINS = {"prebuilt": None, "source": ORIGIN_SOURCE, "metapackage": ORIGIN_METAPACKAGE}
-
-
-class IndexUnreachable(Exception):
-    """The index did not answer at all (DNS, refused, timeout)."""
 
 
 @dataclass(frozen=True)
@@ -252,20 +246,13 @@ def read_project(index: str, project: str, timeout: float = DEFAULT_TIMEOUT) -> 
     """The files an index lists for a project (PEP 691 JSON or PEP 503 HTML, whichever it answers);
     None where the index has no such project (HTTP 404)."""
     url = project_page(index, project)
-    request = urllib.request.Request(url, headers={"Accept": ACCEPT, "User-Agent": "rocm-stack-orchestrate"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = response.read()
-            content_type = response.headers.get("Content-Type", "")
-            final_url = response.geturl()
-    except urllib.error.HTTPError as exc:
+        response = web.get(url, timeout, accept=ACCEPT)
+    except web.HTTPStatus as exc:
         if exc.code == 404:
             return None
-        raise LookupError(f"{url} answered HTTP {exc.code}")
-    except urllib.error.URLError as exc:
-        raise IndexUnreachable(str(exc.reason))
-    except (socket.timeout, TimeoutError, ConnectionError) as exc:
-        raise IndexUnreachable(str(exc) or exc.__class__.__name__)
+        raise LookupError(f"{url} answered HTTP {exc.code}") from None
+    body, content_type, final_url = response.body, response.content_type, response.url
     if PEP691_JSON in content_type or content_type.startswith("application/json"):
         try:
             data = json.loads(body)
@@ -355,7 +342,7 @@ def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float =
         if project not in pages:
             try:
                 pages[project] = read_project(prebuilt.index, project, timeout)
-            except IndexUnreachable as exc:
+            except web.Unreachable as exc:
                 raise UserError(f"cannot reach {prebuilt.index} ({exc}): check the network or a proxy, then run "
                                 f"`{LOCK_COMMAND}` again")
             except LookupError as exc:

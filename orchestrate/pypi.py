@@ -269,7 +269,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args, reporter) -> int:
     from .architectures import SHARED_VARIANTS_FILE
     from .options import find_workspace
-    from .pins import DEFAULT_PYPI_URL, PYPI_URL_ENV, Unreachable, _get, _get_json
+    from .pins import DEFAULT_PYPI_URL, PYPI_URL_ENV, _get, _get_json
+    from .web import Unreachable
 
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
     variants_dir = workspace / "variants"

@@ -1,0 +1,42 @@
+"""One HTTP GET for every lookup the orchestrator makes itself (PyPI's JSON, AMD's index): urllib's many
+failures become two kinds a caller can word for its user, "nothing answered" and "answered with an error"."""
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+USER_AGENT = "rocm-stack-orchestrate"
+
+
+class Unreachable(Exception):
+    """The address did not answer at all (no route, refused, DNS, timeout): the network, not the data."""
+
+
+class HTTPStatus(LookupError):
+    """The server answered with an error status."""
+
+    def __init__(self, url: str, code: int):
+        super().__init__(f"{url}: HTTP {code}")
+        self.url, self.code = url, code
+
+
+@dataclass(frozen=True)
+class Response:
+    body: bytes
+    content_type: str
+    url: str  # after redirects: relative links on the page are relative to it
+
+
+def get(url: str, timeout: float, accept: str = "application/json") -> Response:
+    request = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": USER_AGENT})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return Response(response.read(), response.headers.get("Content-Type", ""), response.geturl())
+    except urllib.error.HTTPError as exc:
+        raise HTTPStatus(url, exc.code) from None
+    except urllib.error.URLError as exc:
+        raise Unreachable(str(exc.reason)) from None
+    except (socket.timeout, TimeoutError, ConnectionError) as exc:
+        raise Unreachable(str(exc) or exc.__class__.__name__) from None
