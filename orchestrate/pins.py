@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -114,7 +113,7 @@ def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = amd.DEF
     if prebuilt is None:
         raise UserError(f"{variants / amd.PREBUILT_FILE} does not exist: nothing to lock (it declares AMD's artifacts)")
     table = ArchitectureTable.load(variants)
-    shared = _shared_values(variants)
+    shared = amd.read_yaml_mapping(variants / "shared.yaml")
     # what the declarations' templates may name: the pins, and each architecture's own keys (torch_device_family)
     result = amd.lock(prebuilt, table.names(), lambda arch: {**shared, **table.get(arch).variant_keys()}, timeout)
     path = amd.write_lock(prebuilt, result, table.names())
@@ -149,14 +148,6 @@ def lock_first(options: Options, plan, reporter: Reporter) -> bool:
         raise UserError(f"{exc} (or run `{amd.LOCK_COMMAND}` where the index can be reached and commit "
                         f"variants/{amd.LOCK_FILE})") from None
     return True
-
-
-def _shared_values(variants: Path) -> dict:
-    path = variants / "shared.yaml"
-    try:
-        return yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"{path} cannot be read ({exc.__class__.__name__}): fix or restore it")
 
 
 def amd_index_rows(workspace: Path, pins: Pins, timeout: float) -> list[dict]:

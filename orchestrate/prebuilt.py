@@ -107,7 +107,7 @@ class Prebuilt:
         path = Path(variants_dir) / PREBUILT_FILE
         if not path.is_file():
             return None
-        data = _read_yaml(path)
+        data = read_yaml_mapping(path)
         index = str(data.get("index") or "")
         if not index.startswith(("http://", "https://")) or not isinstance(data.get("artifacts"), dict):
             raise UserError(f"{path}: needs `index: https://…/` and an `artifacts:` mapping: fix the file")
@@ -124,7 +124,7 @@ class Prebuilt:
     def _load_lock(self) -> None:
         if not self.lock_path.is_file():
             return
-        data = _read_yaml(self.lock_path)
+        data = read_yaml_mapping(self.lock_path)
         self.lock_index = _with_slash(str(data.get("index") or ""))
         for key, entry in (data.get("artifacts") or {}).items():
             artifact = self.artifacts.get(key)
@@ -456,9 +456,13 @@ def _with_slash(url: str) -> str:
     return url if not url or url.endswith("/") else url + "/"
 
 
-def _read_yaml(path: Path) -> dict:
+def read_yaml_mapping(path: Path) -> dict:
+    """A YAML file of ours that holds a mapping (the declarations, the lock, shared.yaml), or one line saying
+    what is wrong with it."""
     try:
         data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise UserError(f"{path} cannot be read ({exc.strerror or exc.__class__.__name__}): fix or restore it") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise UserError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML: fix the syntax")

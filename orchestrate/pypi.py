@@ -270,6 +270,7 @@ def run(args, reporter) -> int:
     from .architectures import SHARED_VARIANTS_FILE
     from .options import find_workspace
     from .pins import DEFAULT_PYPI_URL, PYPI_URL_ENV, _get, _get_json
+    from .prebuilt import read_yaml_mapping
     from .web import Unreachable
 
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
@@ -277,7 +278,7 @@ def run(args, reporter) -> int:
     requirement = _pinned_requirement(args.requirement)
     name, version = requirement
     pypi_url = (args.pypi_url or os.environ.get(PYPI_URL_ENV) or DEFAULT_PYPI_URL).rstrip("/")
-    shared = _read_yaml(variants_dir / SHARED_VARIANTS_FILE)
+    shared = read_yaml_mapping(variants_dir / SHARED_VARIANTS_FILE)
     python = str((shared.get("python") or ["3.12"])[0] if isinstance(shared.get("python"), list) else shared.get("python") or "3.12")
     table = load_table(variants_dir)
     json_url = f"{pypi_url}/{name}/json"
@@ -377,13 +378,6 @@ def _same_version(a: str, b: str) -> bool:
 
 def _existing(table: Table, pypi_name: str) -> str | None:
     return next((e.name for e in table.entries.values() if canonicalize_name(e.pypi) == canonicalize_name(pypi_name)), None)
-
-
-def _read_yaml(path: Path) -> dict:
-    try:
-        return yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"{path} cannot be read ({exc.__class__.__name__}): fix or restore it")
 
 
 def write_entry(path: Path, name: str, entry: dict) -> None:
