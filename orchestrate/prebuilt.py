@@ -38,8 +38,9 @@ ACCEPT = f"{PEP691_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 # Where a plan row says its package comes from.
 ORIGIN_PREBUILT_WHEEL, ORIGIN_PREBUILT_ARCHIVE = "prebuilt wheel", "prebuilt archive"
-ORIGIN_SOURCE, ORIGIN_METAPACKAGE = "source build", "metapackage"
-DECLARED_ORIGINS = {"prebuilt": None, "source": ORIGIN_SOURCE, "metapackage": ORIGIN_METAPACKAGE}
+ORIGIN_SOURCE, ORIGIN_METAPACKAGE, ORIGIN_PYPI_WHEEL = "source build", "metapackage", "PyPI wheel"
+# A recipe's `extra.origin` (recipes/pypi declares `pypi`: every package it makes is a PyPI wheel repackaged)
+DECLARED_ORIGINS = {"prebuilt": None, "source": ORIGIN_SOURCE, "metapackage": ORIGIN_METAPACKAGE, "pypi": ORIGIN_PYPI_WHEEL}
 
 
 @dataclass(frozen=True)

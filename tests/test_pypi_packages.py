@@ -161,6 +161,8 @@ def test_repackaged_wheel_builds_offline_installs_and_imports(index, pypi_worksp
     assert run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi")[0] == 0
     code, out = run(capsys, "plan", "--arch", ARCH, "--no-source-channels", "demo-pkg")
     assert code == 0 and "demo-pkg" in out and "pyh" in out, out
+    demo_row = next(line for line in out.splitlines() if " demo-pkg " in line)
+    assert "PyPI wheel" in demo_row and "source build" not in demo_row, demo_row  # the `from` column
     code, out = run(capsys, "build", "--arch", ARCH, "--no-source-channels", "-q", "demo-pkg")
     assert code == 0, out
     installed = install(pypi_workspace / "channel", ["demo-pkg"], None, tmp_path / "prefix")
