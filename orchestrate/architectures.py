@@ -4,12 +4,15 @@ Every other module asks this one what an architecture supports; nothing else par
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from . import detect
 from .errors import UserError
+from .options import ARCH_ENV
 
 TABLE_FILE = "architectures.yaml"
 SHARED_VARIANTS_FILE = "shared.yaml"
@@ -195,3 +198,14 @@ def support_table_markdown(table: ArchitectureTable) -> str:
             cells[0] = "— (opt-in: " + ", ".join(f"`{f}`" for f in arch.opt_ins) + ")"
         lines.append(f"| {arch.name} | {arch.product} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def choose_arch(explicit: str | None, table: ArchitectureTable) -> str:
+    """The architecture a build is for: --arch, else $ORCHESTRATE_ARCH, else this machine's GPU; one the table knows."""
+    name = explicit or os.environ.get(ARCH_ENV) or detect.detect_gpu_arch()
+    if not name:
+        raise UserError(
+            f"no AMD GPU found and no architecture given: pass --arch or set {ARCH_ENV} "
+            f"to one of {', '.join(table.names())}"
+        )
+    return table.get(name).name

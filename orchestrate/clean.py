@@ -17,9 +17,9 @@ from pathlib import Path
 
 from .channel import STAMP_FORMAT, SUPERSEDED, Channel
 from .errors import UserError, writing
-from .estimates import format_bytes
 from .options import Options
 from .sources import folder_bytes
+from .ui import format_bytes
 
 IN_USE = ".in-use"
 DAY_S = 86400

@@ -13,11 +13,10 @@ from .architectures import ArchitectureTable, stale_variant_files, write_variant
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
-from .estimates import format_duration
 from .options import ARCH_ENV, DEFAULT_CHANNEL, Options, find_workspace, options_from_args
 from .share import COMMANDS as SHARE_COMMANDS
 from .sources import SourceCache
-from .ui import Reporter
+from .ui import Reporter, format_duration
 
 
 def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:

@@ -1,28 +1,15 @@
-"""Which AMD GPU architecture this machine has: --arch, else $ORCHESTRATE_ARCH, else the hardware."""
+"""Which AMD GPU architecture this machine has, as the hardware names it (gfx...): ROCm's tools, else the
+kernel's topology. Which of the table's architectures a build is for is `architectures.choose_arch`."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from .architectures import ArchitectureTable
-from .errors import UserError
-from .options import ARCH_ENV
 
 KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 GFX_NAME = re.compile(r"\bgfx[0-9a-f]{3,4}\b")
-
-
-def choose_arch(explicit: str | None, table: ArchitectureTable) -> str:
-    name = explicit or os.environ.get(ARCH_ENV) or detect_gpu_arch()
-    if not name:
-        raise UserError(
-            f"no AMD GPU found and no architecture given: pass --arch or set {ARCH_ENV} "
-            f"to one of {', '.join(table.names())}"
-        )
-    return table.get(name).name
 
 
 def detect_gpu_arch(kfd_nodes: Path = KFD_NODES) -> str | None:

@@ -28,8 +28,9 @@ from .architectures import Architecture, ArchitectureTable
 from .channels import FIX_CHANNEL, base_url, local_folder
 from .diagnose import FIX_SOURCE
 from .errors import UserError
-from .estimates import GIB, existing_parent, format_bytes
+from .estimates import existing_parent
 from .options import ARCH_ENV, GIB_PER_JOB, Options, default_max_jobs, options_from_args
+from .ui import GIB, format_bytes
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SCHEMA = "orchestrate/doctor/1"

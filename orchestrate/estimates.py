@@ -20,9 +20,9 @@ from pathlib import Path
 from .channel import Channel, ManifestEntry
 from .errors import UserError
 from .recipes import Output
+from .ui import GIB, format_bytes, format_duration
 
 ESTIMATE_KEY = "estimate"
-GIB = 2**30
 
 
 @dataclass
@@ -69,20 +69,6 @@ def estimate_for(output: Output, history: list[ManifestEntry]) -> Estimate:
         return Estimate(float(minutes) * 60 if minutes is not None else None, declared_disk, declared_package,
                         "declared by the recipe")
     return Estimate(None, 0, 0, "unknown")
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    hours, minutes = divmod(seconds // 60, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m"
-
-
-def format_bytes(count: int) -> str:
-    return f"{count / GIB:.1f} GiB" if count >= GIB / 10 else f"{count / 2**20:.0f} MiB"
 
 
 @dataclass

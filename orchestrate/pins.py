@@ -28,13 +28,11 @@ from .errors import UserError
 from .options import ARCH_ENV, Options, find_workspace
 from .sources import Source
 from .ui import Reporter
-from .web import Unreachable
+from .web import DEFAULT_PYPI_URL, PYPI_URL_ENV, Unreachable
 from .upstreams import ADVISORY, Component, Coupling, Pins, ReleaseSource, Upstreams, parse_version, read_pins
 
-PYPI_URL_ENV = "ORCHESTRATE_PYPI_URL"
 GIT_BASE_ENV = "ORCHESTRATE_GIT_BASE"
 AMD_INDEX_ENV = "ORCHESTRATE_AMD_INDEX"  # where `pins` reads AMD's releases (default: variants/prebuilt.yaml's index)
-DEFAULT_PYPI_URL = "https://pypi.org/pypi"
 DEFAULT_GIT_BASE = "https://github.com"
 DEFAULT_TIMEOUT = 10.0
 # States of a component row, as a user reads them.
@@ -86,10 +84,8 @@ def run(args, reporter: Reporter) -> int:
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
     if args.lock:
         return 1 if lock_workspace(workspace, reporter, args.timeout) else 0
-    pypi_url = (args.pypi_url or os.environ.get(PYPI_URL_ENV) or DEFAULT_PYPI_URL).rstrip("/")
+    pypi_url = web.pypi_base(args.pypi_url)
     git_base = (args.git_base or os.environ.get(GIT_BASE_ENV) or DEFAULT_GIT_BASE).rstrip("/")
-    if not pypi_url.startswith(("http://", "https://")):
-        raise UserError(f"--pypi-url {pypi_url} is not an http(s) URL: give the JSON API base, e.g. {DEFAULT_PYPI_URL}")
     if args.timeout <= 0:
         raise UserError(f"--timeout {args.timeout} must be a positive number of seconds")
     upstreams = Upstreams.load(workspace / "variants")
@@ -206,7 +202,7 @@ def _pypi(source: ReleaseSource, pinned: str, pypi_url: str, timeout: float) -> 
     lookup = Lookup(source)
     url = f"{pypi_url}/{source.name}/json"
     try:
-        data = _get_json(url, timeout)
+        data = web.get_json(url, timeout)
     except Unreachable as exc:
         lookup.error, lookup.unreachable = f"cannot reach {url} ({exc})", True
         return lookup
@@ -232,7 +228,7 @@ def _pypi(source: ReleaseSource, pinned: str, pypi_url: str, timeout: float) -> 
         lookup.pinned_requires = _requires(releases.get(pinned_label), url, timeout)
     if lookup.pinned_requires is None:
         try:  # the pinned version's own JSON; not every PyPI mirror serves per-version JSON
-            version_info = _get_json(f"{pypi_url}/{source.name}/{pinned_label}/json", timeout).get("info") or {}
+            version_info = web.get_json(f"{pypi_url}/{source.name}/{pinned_label}/json", timeout).get("info") or {}
             lookup.pinned_requires = (list(version_info.get("requires_dist") or []), JSON_METADATA)
         except (Unreachable, LookupError):
             lookup.pinned_requires = None
@@ -249,23 +245,12 @@ def _requires(files: list[dict] | None, json_url: str, timeout: float) -> tuple[
     for wheel in wheels[:1]:
         metadata_url = urllib.parse.urljoin(json_url, str(wheel.get("url", ""))) + ".metadata"
         try:
-            text = _get(metadata_url, timeout).decode("utf-8", "replace")
+            text = web.get(metadata_url, timeout).body.decode("utf-8", "replace")
         except (Unreachable, LookupError):
             return None
         return email.parser.Parser().parsestr(text, headersonly=True).get_all("Requires-Dist") or [], \
             f"{wheel['filename']} metadata"
     return None
-
-
-def _get(url: str, timeout: float) -> bytes:
-    return web.get(url, timeout).body
-
-
-def _get_json(url: str, timeout: float) -> dict:
-    try:
-        return json.loads(_get(url, timeout))
-    except (ValueError, UnicodeDecodeError):
-        raise LookupError(f"{url}: not JSON")
 
 
 def _git_tags(source: ReleaseSource, git_base: str, timeout: float) -> Lookup:

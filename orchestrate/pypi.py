@@ -1,16 +1,10 @@
-"""PyPI-only dependencies as conda packages: one table (variants/pypi.yaml), one recipe (recipes/pypi).
-
-Each table entry pins one PyPI release by one file and its sha256 (from PyPI's JSON API). The orchestrator
-renders the one recipe once per entry (`recipes_for_table`), so a repackaged release is planned, built
-before its dependents, hashed and tested like any other package; the file's sha256 is checked when it is
-downloaded. `orchestrate pypi add NAME==VERSION` writes or refreshes an entry from PyPI: which file, its
-url and sha256, and the package's run requirements translated from the wheel's own metadata. `orchestrate
-pins` reports newer PyPI releases of the table's packages (`table_components`).
+"""`orchestrate pypi add NAME==VERSION`: write or refresh an entry of the PyPI table (variants/pypi.yaml, read by
+orchestrate/pypi_table.py) from PyPI: which file, its url and sha256, and the package's run requirements
+translated from the wheel's own metadata. Every download goes through orchestrate/web.py.
 """
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime
 import email.parser
 import hashlib
@@ -19,7 +13,6 @@ import os
 import re
 import urllib.parse
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -28,130 +21,19 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from . import web
+from .architectures import SHARED_VARIANTS_FILE
 from .errors import UserError
+from .options import find_workspace
+from .prebuilt import read_yaml_mapping
+from .pypi_table import SHA256, Table, load_table
 
-TABLE_FILE = "pypi.yaml"
-RECIPE_FOLDER = "pypi"  # recipes/pypi/recipe.yaml: the one recipe every entry is rendered from
 PYPI_FILES_HOST = "https://files.pythonhosted.org"
-ENTRY_KEYS = ("pypi", "version", "file", "url", "sha256", "noarch", "depends", "imports", "summary", "license",
-              "evidence", "version_key", "conflicts")
 # A PyPI file URL is content-addressed: /packages/<2 hex>/<2 hex>/<60 hex>/<file>, whichever host serves it.
 CONTENT_PATH = re.compile(r"/packages/([0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{60}/[^/]+)$")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
 WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-(?P<python>[^-]+)-(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$")
 LINUX_X86_64 = re.compile(r"^(manylinux\d*_?(\d+_\d+_)?x86_64|manylinux1_x86_64|manylinux2010_x86_64|manylinux2014_x86_64|linux_x86_64)$")
 DOWNLOAD_TIMEOUT = 120.0
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One repackaged PyPI release."""
-
-    name: str  # the conda package name
-    pypi: str  # the PyPI project name
-    version: str
-    file: str
-    url: str
-    sha256: str
-    noarch: bool
-    depends: tuple[str, ...]
-    imports: tuple[str, ...] = ()
-    summary: str = ""
-    license: str = ""
-    evidence: str = ""
-    version_key: str = ""  # a variants/shared.yaml key that pins the same version (dependents read it)
-    conflicts: tuple[str, ...] = ()  # conda packages that install the same modules: never in one environment
-
-
-@dataclass
-class Table:
-    path: Path
-    names: dict[str, str]  # canonical PyPI name -> conda-forge name, where they differ
-    entries: dict[str, Entry]
-
-    def conda_name(self, pypi_name: str) -> str:
-        canonical = canonicalize_name(pypi_name)
-        return self.names.get(canonical, canonical)
-
-
-def load_table(variants_dir: Path, shared: dict | None = None) -> Table:
-    """The table, checked; an absent file is an empty table. `shared` (variants/shared.yaml) checks that an
-    entry's version_key holds the entry's version."""
-    path = variants_dir / TABLE_FILE
-    if not path.is_file():
-        return Table(path, {}, {})
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise UserError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML: fix the syntax")
-    if not isinstance(data, dict) or not isinstance(data.get("packages") or {}, dict) \
-            or not isinstance(data.get("names") or {}, dict):
-        raise UserError(f"{path}: needs 'names' and 'packages' mappings: fix the file")
-    names = {canonicalize_name(str(k)): str(v) for k, v in (data.get("names") or {}).items()}
-    entries = {str(name): _entry(path, str(name), spec) for name, spec in (data.get("packages") or {}).items()}
-    if shared is not None:
-        for entry in entries.values():
-            if entry.version_key:
-                pinned = shared.get(entry.version_key)
-                pinned = pinned[0] if isinstance(pinned, list) and len(pinned) == 1 else pinned
-                if str(pinned) != entry.version:
-                    raise UserError(
-                        f"{path}: {entry.name} {entry.version} but variants/shared.yaml {entry.version_key} is "
-                        f"{pinned}: run `orchestrate pypi add {entry.pypi}=={pinned}` or fix {entry.version_key}")
-    return Table(path, names, entries)
-
-
-def _entry(path: Path, name: str, spec) -> Entry:
-    if not isinstance(spec, dict):
-        raise UserError(f"{path}: packages.{name} must be a mapping: run `orchestrate pypi add NAME==VERSION`")
-    missing = [k for k in ("pypi", "version", "file", "url", "sha256") if not spec.get(k)]
-    if missing:
-        raise UserError(f"{path}: packages.{name} lacks {', '.join(missing)}: run `orchestrate pypi add "
-                        f"{spec.get('pypi') or name}=={spec.get('version') or 'VERSION'}`")
-    unknown = sorted(set(spec) - set(ENTRY_KEYS))
-    if unknown:
-        raise UserError(f"{path}: packages.{name} has unknown keys {', '.join(unknown)}: the keys are {', '.join(ENTRY_KEYS)}")
-    if not SHA256.match(str(spec["sha256"])):
-        raise UserError(f"{path}: packages.{name} sha256 is not 64 hex digits: run `orchestrate pypi add "
-                        f"{spec['pypi']}=={spec['version']}`")
-    return Entry(name, str(spec["pypi"]), str(spec["version"]), str(spec["file"]), str(spec["url"]),
-                 str(spec["sha256"]), bool(spec.get("noarch")), tuple(str(d) for d in spec.get("depends") or []),
-                 tuple(str(i) for i in spec.get("imports") or []), str(spec.get("summary") or ""),
-                 str(spec.get("license") or ""), str(spec.get("evidence") or ""), str(spec.get("version_key") or ""),
-                 tuple(str(c) for c in spec.get("conflicts") or []))
-
-
-def recipes_for_table(template: dict, table: Table) -> list[dict]:
-    """The one recipe (its stage-0 dict) filled in for each entry: the recipe is rendered once per entry."""
-    return [fill_recipe(template, entry) for entry in table.entries.values()]
-
-
-def fill_recipe(template: dict, entry: Entry) -> dict:
-    data = copy.deepcopy(template)
-    data["context"] = {**(data.get("context") or {}), "conda_name": entry.name, "pypi_name": entry.pypi,
-                       "version": entry.version, "wheel": entry.file, "url": entry.url, "sha256": entry.sha256}
-    build = data.setdefault("build", {})
-    requirements = data.setdefault("requirements", {})
-    # A pure-Python wheel works with any Python: one noarch package. A binary wheel was built for one
-    # CPython (or the stable ABI): its package is linux-64 and pinned to the Python it is installed for.
-    if entry.noarch:
-        build["noarch"] = "python"
-        python = next((d for d in entry.depends if _spec_name(d) == "python"), "python")
-    else:
-        python = "python ${{ python }}.*"
-    requirements["run"] = [python] + [d for d in entry.depends if _spec_name(d) != "python"]
-    if entry.conflicts:  # two packages writing the same module files must not meet in one environment
-        requirements["run_constraints"] = [f"{name} <0.0a0" for name in entry.conflicts]
-    if entry.imports:
-        data["tests"] = [{"python": {"imports": list(entry.imports), "pip_check": False}}] + list(data.get("tests") or [])
-    about = data.setdefault("about", {})
-    about.update({k: v for k, v in (("summary", entry.summary), ("license", entry.license)) if v})
-    return data
-
-
-def _spec_name(spec: str) -> str:
-    return re.split(r"[\s<>=!~]", spec.strip(), maxsplit=1)[0].lower()
 
 
 # --- translating PyPI metadata -------------------------------------------------------------------
@@ -261,30 +143,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add.add_argument("--conda-name", help="the conda package name (default: the normalized PyPI name, or the "
                                           "table's `names` mapping)")
     add.add_argument("--version-key", help="a variants/shared.yaml key that pins the same version (e.g. flydsl_version)")
-    add.add_argument("--pypi-url", help="PyPI JSON API base (default: $ORCHESTRATE_PYPI_URL, else https://pypi.org/pypi)")
+    add.add_argument("--pypi-url", help=f"PyPI JSON API base (default: ${web.PYPI_URL_ENV}, else {web.DEFAULT_PYPI_URL})")
     add.add_argument("--timeout", type=float, default=DOWNLOAD_TIMEOUT, help="seconds per download (default: %(default)s)")
     add.add_argument("--quiet", "-q", action="store_true")
 
 
 def run(args, reporter) -> int:
-    from .architectures import SHARED_VARIANTS_FILE
-    from .options import find_workspace
-    from .pins import DEFAULT_PYPI_URL, PYPI_URL_ENV, _get, _get_json
-    from .prebuilt import read_yaml_mapping
-    from .web import Unreachable
-
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
     variants_dir = workspace / "variants"
     requirement = _pinned_requirement(args.requirement)
     name, version = requirement
-    pypi_url = (args.pypi_url or os.environ.get(PYPI_URL_ENV) or DEFAULT_PYPI_URL).rstrip("/")
+    pypi_url = web.pypi_base(args.pypi_url)
     shared = read_yaml_mapping(variants_dir / SHARED_VARIANTS_FILE)
     python = str((shared.get("python") or ["3.12"])[0] if isinstance(shared.get("python"), list) else shared.get("python") or "3.12")
     table = load_table(variants_dir)
     json_url = f"{pypi_url}/{name}/json"
     try:
-        data = _get_json(json_url, args.timeout)
-    except Unreachable as exc:
+        data = web.get_json(json_url, args.timeout)
+    except web.Unreachable as exc:
         raise UserError(f"cannot reach {json_url} ({exc}): check the network or a proxy, or pass --pypi-url")
     except LookupError as exc:
         raise UserError(f"{exc}: is {name} a PyPI project?")
@@ -302,8 +178,8 @@ def run(args, reporter) -> int:
     if not SHA256.match(expected):
         raise UserError(f"{json_url} gives no sha256 for {chosen['filename']}: no pin without a checksum")
     try:
-        wheel = _get(url, args.timeout)
-    except Unreachable as exc:
+        wheel = web.get(url, args.timeout, accept="*/*").body
+    except web.Unreachable as exc:
         raise UserError(f"cannot download {url} ({exc}): check the network or a proxy")
     except LookupError as exc:
         raise UserError(f"{exc}: PyPI's JSON names a file it does not serve; try again later")
@@ -397,24 +273,6 @@ def write_entry(path: Path, name: str, entry: dict) -> None:
 
 
 HEADER = """# PyPI-only dependencies, repackaged as conda packages by the one recipe in recipes/pypi (see
-# orchestrate/pypi.py). Write or refresh an entry with `orchestrate pypi add NAME==VERSION`.
+# orchestrate/pypi_table.py). Write or refresh an entry with `orchestrate pypi add NAME==VERSION`.
 names: {}
 """
-
-
-# --- `orchestrate pins` ---------------------------------------------------------------------------
-
-def table_components(table: Table, covered_pypi_names: set[str]):
-    """(component, version key, pinned version) for every entry that no variants/upstreams.yaml component
-    already reports, so `orchestrate pins` lists newer PyPI releases of each repackaged package."""
-    from .upstreams import Component, ReleaseSource
-
-    covered = {canonicalize_name(n) for n in covered_pypi_names}
-    found = []
-    for entry in table.entries.values():
-        if canonicalize_name(entry.pypi) in covered:
-            continue
-        key = f"{TABLE_FILE}:{entry.name}"
-        found.append((Component(entry.name, key, None, (ReleaseSource("pypi", entry.pypi),),
-                                note=f"repackaged from PyPI ({TABLE_FILE})"), key, entry.version))
-    return found

@@ -20,7 +20,7 @@ import yaml
 from rattler_build import RenderedVariant, Stage0Recipe, VariantConfig
 
 from .architectures import SHARED_VARIANTS_FILE, Architecture, ArchitectureTable, stale_variant_files, variant_file_path
-from . import pypi
+from . import pypi_table
 from .errors import UserError
 from .options import Options
 from .prebuilt import MI100_FA_FLAG, PYTORCH_FROM, Prebuilt, PytorchChoice, choose_pytorch_from
@@ -72,8 +72,8 @@ class Output:
     @property
     def pinned_in(self) -> str:
         """Where a user fixes this package's source pins."""
-        if self.recipe_name == pypi.RECIPE_FOLDER:
-            return f"variants/{pypi.TABLE_FILE} ({self.name}; `orchestrate pypi add`)"
+        if self.recipe_name == pypi_table.RECIPE_FOLDER:
+            return f"variants/{pypi_table.TABLE_FILE} ({self.name}; `orchestrate pypi add`)"
         return f"recipes/{self.recipe_name}/recipe.yaml"
 
     @property
@@ -172,11 +172,11 @@ def render_all(options: Options, config: VariantConfig, arch: Architecture) -> l
     typed_values = config.to_dict()
     outputs: list[Output] = []
     for recipe_path in discover(options.recipes_dir):
-        if recipe_path.parent.name == pypi.RECIPE_FOLDER:  # one recipe, rendered once per table entry
+        if recipe_path.parent.name == pypi_table.RECIPE_FOLDER:  # one recipe, rendered once per table entry
             shared_path = options.variants_dir / SHARED_VARIANTS_FILE
             shared = (yaml.safe_load(shared_path.read_text()) or {}) if shared_path.is_file() else {}
-            table = pypi.load_table(options.variants_dir, shared)
-            for stage0 in pypi.recipes_for_table(load_recipe_yaml(recipe_path), table):
+            table = pypi_table.load_table(options.variants_dir, shared)
+            for stage0 in pypi_table.recipes_for_table(load_recipe_yaml(recipe_path), table):
                 outputs.extend(render_recipe(recipe_path, config, typed_values, arch, options, stage0))
             continue
         outputs.extend(render_recipe(recipe_path, config, typed_values, arch, options))
@@ -205,7 +205,7 @@ def render_recipe(
         message = _one_line(exc)
         if stage0 is not None:
             entry = (stage0.get("context") or {}).get("conda_name")
-            raise UserError(f"{recipe_path} filled in for {options.variants_dir.name}/{pypi.TABLE_FILE} {entry}: not a "
+            raise UserError(f"{recipe_path} filled in for {options.variants_dir.name}/{pypi_table.TABLE_FILE} {entry}: not a "
                             f"valid recipe ({message}): fix the entry or the recipe")
         raise UserError(f"{recipe_path}{_line_of(recipe_path, message)}: not a valid recipe ({message}): fix the recipe")
     recipe_files = recipe_folder_digest(recipe_path.parent)

@@ -10,10 +10,9 @@ from typing import Protocol
 from rattler_build import VariantConfig
 
 from . import crashpoints, graph
-from .architectures import Architecture, ArchitectureTable
+from .architectures import Architecture, ArchitectureTable, choose_arch
 from .builder import build_output, discard_work, forget_cached_package
 from .channel import Channel, ManifestEntry, Recovery, sha256_of
-from .detect import choose_arch
 from .errors import BuildFailed, UserError
 from .estimates import DiskNeed, Estimate, check_disk, disk_needs, estimate_for, recorded_builds, this_host
 from .options import Options

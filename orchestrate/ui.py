@@ -10,7 +10,21 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .estimates import format_duration
+GIB = 2**30
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    hours, minutes = divmod(seconds // 60, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m"
+
+
+def format_bytes(count: int) -> str:
+    return f"{count / GIB:.1f} GiB" if count >= GIB / 10 else f"{count / 2**20:.0f} MiB"
 
 
 class Reporter:

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import pypi
 from .architectures import SHARED_VARIANTS_FILE, ArchitectureTable
 from .errors import UserError
 from .options import Options
+from .pypi_table import TABLE_FILE, Table, load_table
 from .recipes import Output, load_recipe_yaml, render_all, variant_config
 from .sources import Source, sources_of
 
@@ -140,7 +141,7 @@ class Upstreams:
         # every package repackaged from PyPI is a component too, unless this file already declares it
         table_versions = {}
         covered = {c.pypi() for c in components.values() if c.pypi()}
-        for component, key, version in pypi.table_components(pypi.load_table(variants_dir), covered):
+        for component, key, version in table_components(load_table(variants_dir), covered):
             if component.name not in components:
                 components[component.name] = component
                 table_versions[key] = version
@@ -315,3 +316,17 @@ def recipe_script_env_names(recipe_path: Path) -> list[str]:
     script = (stage0.get("build") or {}).get("script") or {}
     env = script.get("env") if isinstance(script, dict) else None
     return sorted(env) if isinstance(env, dict) else []
+
+
+def table_components(table: Table, covered_pypi_names: set[str]) -> list[tuple[Component, str, str]]:
+    """(component, version key, pinned version) for every PyPI table entry that no variants/upstreams.yaml
+    component already reports, so `orchestrate pins` lists newer PyPI releases of each repackaged package."""
+    covered = {canonicalize_name(n) for n in covered_pypi_names}
+    found = []
+    for entry in table.entries.values():
+        if canonicalize_name(entry.pypi) in covered:
+            continue
+        key = f"{TABLE_FILE}:{entry.name}"
+        found.append((Component(entry.name, key, None, (ReleaseSource("pypi", entry.pypi),),
+                                note=f"repackaged from PyPI ({TABLE_FILE})"), key, entry.version))
+    return found

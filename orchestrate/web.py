@@ -1,13 +1,20 @@
 """One HTTP GET for every lookup the orchestrator makes itself (PyPI's JSON, AMD's index): urllib's many
-failures become two kinds a caller can word for its user, "nothing answered" and "answered with an error"."""
+failures become two kinds a caller can word for its user, "nothing answered" and "answered with an error".
+Also where PyPI lookups go (--pypi-url / $ORCHESTRATE_PYPI_URL), for `pins` and `pypi add` alike."""
 from __future__ import annotations
 
+import json
+import os
 import socket
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+from .errors import UserError
+
 USER_AGENT = "rocm-stack-orchestrate"
+PYPI_URL_ENV = "ORCHESTRATE_PYPI_URL"
+DEFAULT_PYPI_URL = "https://pypi.org/pypi"
 
 
 class Unreachable(Exception):
@@ -40,3 +47,19 @@ def get(url: str, timeout: float, accept: str = "application/json") -> Response:
         raise Unreachable(str(exc.reason)) from None
     except (socket.timeout, TimeoutError, ConnectionError) as exc:
         raise Unreachable(str(exc) or exc.__class__.__name__) from None
+
+
+def get_json(url: str, timeout: float) -> dict:
+    """GET a JSON document; a body that is not JSON is a LookupError like an error status."""
+    try:
+        return json.loads(get(url, timeout).body)
+    except (ValueError, UnicodeDecodeError):
+        raise LookupError(f"{url}: not JSON") from None
+
+
+def pypi_base(given: str | None) -> str:
+    """The PyPI JSON API base a lookup uses: --pypi-url, else $ORCHESTRATE_PYPI_URL, else PyPI itself."""
+    url = (given or os.environ.get(PYPI_URL_ENV) or DEFAULT_PYPI_URL).rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise UserError(f"--pypi-url {url} is not an http(s) URL: give the JSON API base, e.g. {DEFAULT_PYPI_URL}")
+    return url

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from orchestrate import detect
-from orchestrate.architectures import ArchitectureTable, stale_variant_files
+from orchestrate.architectures import ArchitectureTable, choose_arch, stale_variant_files
 from orchestrate.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,17 +35,17 @@ def test_kfd_topology_skips_cpu_nodes(tmp_path):
 def test_choice_order_flag_then_environment_then_hardware(monkeypatch):
     monkeypatch.setattr(detect, "detect_gpu_arch", lambda: "gfx1100")
     monkeypatch.setenv("ORCHESTRATE_ARCH", "gfx942")
-    assert detect.choose_arch("gfx1151", TABLE) == "gfx1151"
-    assert detect.choose_arch(None, TABLE) == "gfx942"
+    assert choose_arch("gfx1151", TABLE) == "gfx1151"
+    assert choose_arch(None, TABLE) == "gfx942"
     monkeypatch.delenv("ORCHESTRATE_ARCH")
-    assert detect.choose_arch(None, TABLE) == "gfx1100"
+    assert choose_arch(None, TABLE) == "gfx1100"
 
 
 def test_detected_but_unknown_architecture_is_an_error(monkeypatch):
     monkeypatch.setattr(detect, "detect_gpu_arch", lambda: "gfx1036")
     monkeypatch.delenv("ORCHESTRATE_ARCH", raising=False)
     with pytest.raises(UserError, match="unknown architecture 'gfx1036'"):
-        detect.choose_arch(None, TABLE)
+        choose_arch(None, TABLE)
 
 
 def test_rocminfo_output_is_parsed(monkeypatch):

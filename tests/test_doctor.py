@@ -17,7 +17,8 @@ from rattler.index import index_fs
 
 from orchestrate import doctor
 from orchestrate.channels import FIX_CHANNEL
-from orchestrate.estimates import GIB, DiskNeed
+from orchestrate.estimates import DiskNeed
+from orchestrate.ui import GIB
 from source_helpers import CountingServer, sourced_recipe
 
 STRIX_HALO = 110501  # gfx_target_version of gfx1151

@@ -16,7 +16,7 @@ import yaml
 from packaging.version import Version
 
 from orchestrate.cli import main
-from orchestrate.pypi import load_table
+from orchestrate.pypi_table import load_table
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = yaml.safe_load((REPO / "variants" / "shared.yaml").read_text())

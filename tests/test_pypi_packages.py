@@ -209,7 +209,7 @@ def test_a_table_version_that_disagrees_with_its_shared_pin_stops_the_plan(index
 def test_the_real_table_pins_every_entry_by_sha256_and_renders():
     """variants/pypi.yaml: flydsl at the pin aiter reads, every entry a wheel with a sha256, and each one a
     planned package of the real recipe set."""
-    from orchestrate.pypi import load_table
+    from orchestrate.pypi_table import load_table
 
     shared = yaml.safe_load((REPO / "variants" / "shared.yaml").read_text())
     table = load_table(REPO / "variants", shared)
@@ -222,7 +222,7 @@ def test_the_real_table_pins_every_entry_by_sha256_and_renders():
 def test_a_fork_that_installs_the_same_module_cannot_meet_the_original():
     """oss-harmony (what vLLM requires) and conda-forge's openai-harmony both install `openai_harmony`: the
     repackaged one carries a run constraint, so a solve never puts both in one environment (one module)."""
-    from orchestrate.pypi import fill_recipe, load_table
+    from orchestrate.pypi_table import fill_recipe, load_table
 
     table = load_table(REPO / "variants")
     template = yaml.safe_load((REPO / "recipes/pypi/recipe.yaml").read_text())

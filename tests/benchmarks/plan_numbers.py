@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO))
 
 from orchestrate import runner  # noqa: E402
 from orchestrate.architectures import ArchitectureTable  # noqa: E402
-from orchestrate.estimates import GIB, format_duration  # noqa: E402
+from orchestrate.ui import GIB, format_duration  # noqa: E402
 from orchestrate.options import Options  # noqa: E402
 
 RESULTS = REPO / "tests" / "benchmarks" / "results" / "plan_numbers.md"
