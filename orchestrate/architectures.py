@@ -24,6 +24,18 @@ GENERATED_HEADER = (
 # that a flash-attn recipe renders once per backend the architecture has.
 FLASH_ATTN_BACKEND_KEY = "flash_attn_backend"
 FLASH_ATTN_BACKENDS = {"ck": "flash_attn_ck", "triton": "flash_attn_triton"}
+# The solver's GPU detection (rattler, and so pixi) reads these. rattler (py-rattler 0.28) drops
+# `__amdgpu_arch` unless `__amdgpu` is detected too, so where no GPU is seen (a container build, CI, a login
+# node) the arch override alone gives nothing: `__amdgpu` must be forced on with "0" (its only version; ""
+# forces it off).
+GPU_OVERRIDE_ENV, ARCH_OVERRIDE_ENV = "CONDA_OVERRIDE_AMDGPU", "CONDA_OVERRIDE_AMDGPU_ARCH"
+GPU_OVERRIDE_ON = "0"
+
+
+def override_hint(isa: str) -> str:
+    """The environment that makes the solver see an AMD GPU of this ISA version (11.5.1 for gfx1151), also
+    where none is detected: what every hint prints, to put before `pixi install` or after `export`."""
+    return f"{GPU_OVERRIDE_ENV}={GPU_OVERRIDE_ON} {ARCH_OVERRIDE_ENV}={isa}"
 
 
 @dataclass(frozen=True)

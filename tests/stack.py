@@ -16,7 +16,7 @@ def virtual_packages_for(isa: str | None):
     os.environ["CONDA_OVERRIDE_AMDGPU"] = "0" if isa else ""
     os.environ["CONDA_OVERRIDE_AMDGPU_ARCH"] = isa or ""
     try:
-        return [v.into_generic() for v in VirtualPackage.detect(VirtualPackageOverrides.from_env())]
+        return detected_virtual_packages()
     finally:
         for key, value in saved.items():
             if value is None:
@@ -26,9 +26,18 @@ def virtual_packages_for(isa: str | None):
 
 
 def solve(channel: str | Path, specs: list[str], isa: str | None):
+    return solve_with(channel, specs, virtual_packages_for(isa))
+
+
+def detected_virtual_packages():
+    """What pixi detects here, with whatever CONDA_OVERRIDE_* the environment holds now."""
+    return [v.into_generic() for v in VirtualPackage.detect(VirtualPackageOverrides.from_env())]
+
+
+def solve_with(channel: str | Path, specs: list[str], virtual_packages):
     return asyncio.run(rattler.solve(
         sources=[rattler.Channel(str(channel))], specs=specs, platforms=["linux-64", "noarch"],
-        virtual_packages=virtual_packages_for(isa),
+        virtual_packages=virtual_packages,
     ))
 
 

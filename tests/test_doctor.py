@@ -16,6 +16,7 @@ import pytest
 from rattler.index import index_fs
 
 from orchestrate import doctor
+from orchestrate.architectures import override_hint
 from orchestrate.channels import FIX_CHANNEL
 from orchestrate.estimates import DiskNeed
 from orchestrate.ui import GIB
@@ -331,7 +332,7 @@ def test_no_pixi_is_a_warning(orchestrate, machine):
 
 @pytest.mark.parametrize("value,status,fragment", [
     ("11.5.1", "ok", "selects gfx1151 builds"),
-    ("gfx1151", "fail", "export CONDA_OVERRIDE_AMDGPU_ARCH=11.5.1"),
+    ("gfx1151", "fail", f"export {override_hint('11.5.1')}"),
     ("11.0.0", "warn", "makes pixi install gfx1100 builds on this gfx1151"),
     ("9.9.9", "fail", "no architecture in the table has that ISA"),
 ])
@@ -340,6 +341,24 @@ def test_the_isa_override_must_match_the_gpu(orchestrate, machine, monkeypatch, 
     monkeypatch.setenv(doctor.OVERRIDE_ENV, value)
     line = lines_of(orchestrate("doctor"))["override"][0]
     assert line.startswith(status) and fragment in line
+
+
+@pytest.mark.parametrize("env,status,fragment", [
+    ({}, "ok", f"to install gfx1151 builds here anyway (a container build, CI): {override_hint('11.5.1')}"),
+    # the ISA alone is dropped by the solver where no GPU is seen: the fix is the whole hint
+    ({"CONDA_OVERRIDE_AMDGPU_ARCH": "11.5.1"}, "warn", f"no AMD GPU is seen here, and the solver drops the ISA "
+     f"without a GPU (pixi install of rocm-stack fails); fix: export {override_hint('11.5.1')}"),
+    ({"CONDA_OVERRIDE_AMDGPU": "", "CONDA_OVERRIDE_AMDGPU_ARCH": "11.5.1"}, "warn", "CONDA_OVERRIDE_AMDGPU is empty"),
+    (dict(kv.split("=") for kv in override_hint("11.5.1").split()), "ok", "selects gfx1151 builds"),
+    ({"CONDA_OVERRIDE_AMDGPU": "1"}, "fail", f"accepts only 0 (an AMD GPU is there) or an empty value (none is); "
+     f"fix: export {override_hint('11.5.1')}"),
+])
+def test_without_a_gpu_the_override_hint_is_the_one_that_solves(orchestrate, machine, monkeypatch, env, status, fragment):
+    machine(gpu=None)  # a build box or a container build: the driver is there, no GPU
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    line = lines_of(orchestrate("doctor", "--arch", "gfx1151"))["override"][0]
+    assert line.startswith(status) and fragment in line, line
 
 
 def test_json_for_scripts(orchestrate, machine):

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrate.architectures import ARCH_OVERRIDE_ENV, GPU_OVERRIDE_ENV, override_hint
 from orchestrate.channel import read_provenance
 from conftest import REPO
-from stack import install, solve
+from stack import detected_virtual_packages, install, solve, solve_with
 
 GRAPH = ["rocm-sdk", "rocm-stack-check", "composable-kernel", "triton", "aotriton", "pytorch",
          "aiter", "flash-attn-rocm", "vllm"]
@@ -219,7 +220,7 @@ outputs:
     assert builds["torchaudio"].startswith("gfx1151_") and (tmp_path / "env/share/ta/ok").exists()
 
 
-def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, tmp_path):
+def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, tmp_path, monkeypatch):
     """The rocm-stack metapackage's pattern: `run: __amdgpu_arch` with only a package_contents test,
     which rattler-build runs without solving an environment."""
     folder = workspace / "recipes/rocm-stack"
@@ -240,6 +241,28 @@ def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, t
     for other in (None, "9.4.2"):  # no GPU, or a GPU nothing was built for
         with pytest.raises(Exception, match="(?i)cannot solve|incompatible|no candidates"):
             solve(workspace / "channel", ["rocm-stack"], other)
+    # Where no GPU is seen (a container build, CI), the hint doctor and the consumer manifest print, applied as
+    # its text reads, makes the solver detect that GPU and pick its builds.
+    for key in (GPU_OVERRIDE_ENV, ARCH_OVERRIDE_ENV):
+        monkeypatch.delenv(key, raising=False)
+    if any(v.name.normalized.startswith("__amdgpu") for v in detected_virtual_packages()):
+        pytest.skip("this machine has an AMD GPU: the no-GPU hint cannot be tested here")
+
+    def apply(hint: str) -> None:
+        for key in (GPU_OVERRIDE_ENV, ARCH_OVERRIDE_ENV):
+            monkeypatch.delenv(key, raising=False)
+        for assignment in hint.split():
+            key, _, value = assignment.partition("=")
+            monkeypatch.setenv(key, value)
+
+    for isa, arch in (("11.5.1", "gfx1151"), ("11.0.0", "gfx1100")):
+        apply(override_hint(isa))
+        records = solve_with(workspace / "channel", ["rocm-stack"], detected_virtual_packages())
+        builds = {r.name.normalized: str(r.build) for r in records}
+        assert builds["rocm-stack"].startswith(arch + "_") and builds["vllm"].startswith(arch + "_"), builds
+    apply(f"{ARCH_OVERRIDE_ENV}=11.5.1")  # the old hint: the ISA alone is dropped where no GPU is detected
+    with pytest.raises(Exception, match="(?i)cannot solve|incompatible|no candidates"):
+        solve_with(workspace / "channel", ["rocm-stack"], detected_virtual_packages())
 
 
 def test_a_rebuild_is_tested_and_used_as_built_not_as_cached(orchestrate, workspace, tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ import tomllib
 
 import pytest
 
+from orchestrate.architectures import override_hint
 from share_helpers import REPO, make_workspace, orchestrate
 
 SCHEMA = REPO.parent / "shared" / "schemas" / "pixi-manifest-0.77.schema.json"  # shared/ sits beside the checkout
@@ -36,7 +37,7 @@ def test_manifest_for_every_machine(workspace, tmp_path):
     assert set(manifest["dependencies"]) == {"rocm-stack", "pytorch-rocm", "pytorch", "vllm-rocm", "rocm-stack-check"}
     # flash-attn is built on request only: offered, commented out, with the command that builds it
     assert '# flash-attn-rocm = ' in text and "orchestrate build flash-attn-rocm" in text
-    assert "__amdgpu_arch" in text and "CONDA_OVERRIDE_AMDGPU_ARCH=" in text
+    assert "__amdgpu_arch" in text and f"{override_hint('11.5.1')} pixi install" in text
     again = orchestrate("consumer-manifest", "--workspace", str(workspace), "--channel", "http://lab:8765",
                         "--output", str(tmp_path / "pixi.toml"))
     assert again.returncode != 0 and "--force" in again.stderr
@@ -49,7 +50,7 @@ def test_pinned_arch_and_arch_without_flash_attn(workspace):
     deps = manifest["dependencies"]
     assert deps["pytorch"] == {"version": "*", "build": "*gfx908*"} and deps["pytorch-rocm"] == "*"
     assert "flash-attn-rocm" not in deps and deps["rocm-stack-check"] == "*"
-    assert "CONDA_OVERRIDE_AMDGPU_ARCH=9.0.8" in result.stdout
+    assert f"{override_hint('9.0.8')} pixi install" in result.stdout  # what solves without a GPU: tests/test_orchestrate_build.py
 
 
 def test_s3_channel_gets_pixi_s3_options(workspace):

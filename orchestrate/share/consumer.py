@@ -4,7 +4,7 @@ from __future__ import annotations
 import urllib.parse
 from pathlib import Path
 
-from ..architectures import Architecture
+from ..architectures import Architecture, override_hint
 from ..errors import UserError
 from .targets import S3Store, parse_target
 
@@ -39,8 +39,9 @@ def render_manifest(channel_url: str, arch: Architecture | str | None, config: d
         "# requires it, so a machine whose GPU has no build in the channel gets a clear 'cannot solve'.",
         "# The solver detects this machine's AMD GPU as the virtual package __amdgpu_arch and picks the matching",
         "# build, so the same file installs the right builds on every teammate's machine.",
-        "# No GPU here (CI, a login node), or solving for another machine? Name the GPU as an ISA version",
-        "# (not a gfx name):   CONDA_OVERRIDE_AMDGPU_ARCH=" + (isa or "11.5.1") + " pixi install",
+        "# No GPU here (a container build, CI, a login node), or solving for another machine? Say there is an AMD",
+        "# GPU and name it as an ISA version (not a gfx name); the ISA alone is dropped where no GPU is seen:",
+        f"#   {override_hint(isa or '11.5.1')} pixi install",
     ]
     if arch_name:
         lines += [
