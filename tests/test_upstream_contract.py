@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrate import contract
-from orchestrate.imports import Root, import_closure
+from orchestrate import contract, import_contract
+from orchestrate.imports import Root, conda_name, import_closure, normalize
 from orchestrate.architectures import ArchitectureTable, write_variant_files
 from orchestrate.upstreams import Upstreams, read_pins
 
@@ -72,15 +72,15 @@ def test_upstream_reads_what_the_build_scripts_set(use):
 
 
 @needs_sources
-@pytest.mark.parametrize("spec", contract.IMPORT_CONTRACTS, ids=[c.recipe for c in contract.IMPORT_CONTRACTS])
+@pytest.mark.parametrize("spec", import_contract.IMPORT_CONTRACTS, ids=[c.recipe for c in import_contract.IMPORT_CONTRACTS])
 def test_run_requirements_cover_what_users_run_imports(spec):
-    settle(contract.check_imports_covered(spec, REPO, SOURCES))
+    settle(import_contract.check_imports_covered(spec, REPO, SOURCES))
 
 
 @needs_sources
-@pytest.mark.parametrize("spec", contract.IMPORT_CONTRACTS, ids=[c.recipe for c in contract.IMPORT_CONTRACTS])
+@pytest.mark.parametrize("spec", import_contract.IMPORT_CONTRACTS, ids=[c.recipe for c in import_contract.IMPORT_CONTRACTS])
 def test_every_upstream_requirement_is_required_or_left_out_with_a_reason(spec):
-    settle(contract.check_requirements_accounted(spec, REPO, SOURCES))
+    settle(import_contract.check_requirements_accounted(spec, REPO, SOURCES))
 
 
 # --- what runs in CI, without sources ---------------------------------------------------------------------
@@ -319,8 +319,8 @@ extra:
     pytest: test-only
     winonly: Windows only
 """
-DEMO_CONTRACT = contract.ImportContract("demo", "demo", (Root("demo.server"), Root("demo.cli", "main")),
-                                        ("requirements/rocm.txt",), "`demo serve`")
+DEMO_CONTRACT = import_contract.ImportContract("demo", "demo", (Root("demo.server"), Root("demo.cli", "main")),
+                                               ("requirements/rocm.txt",), "`demo serve`")
 
 
 @pytest.fixture
@@ -352,8 +352,8 @@ def test_import_analysis_follows_what_importing_runs(demo):
 
 def test_import_contract_fails_on_drift(demo):
     workspace, sources, recipe = demo
-    covered = contract.check_imports_covered(DEMO_CONTRACT, workspace, sources)
-    accounted = contract.check_requirements_accounted(DEMO_CONTRACT, workspace, sources)
+    covered = import_contract.check_imports_covered(DEMO_CONTRACT, workspace, sources)
+    accounted = import_contract.check_requirements_accounted(DEMO_CONTRACT, workspace, sources)
     assert (covered.status, accounted.status) == (contract.OK, contract.OK), (covered.message, accounted.message)
 
     # upstream starts importing a package the recipe lacks, and lists a new requirement
@@ -361,26 +361,26 @@ def test_import_contract_fails_on_drift(demo):
     commands.write_text(commands.read_text() + "import openai_harmony\n")
     common = sources / "demo" / "requirements" / "common.txt"
     common.write_text(common.read_text() + "xgrammar == 0.2.8\n")
-    covered = contract.check_imports_covered(DEMO_CONTRACT, workspace, sources)
+    covered = import_contract.check_imports_covered(DEMO_CONTRACT, workspace, sources)
     assert covered.status == contract.FAILED
     assert "openai_harmony (demo/commands.py:2) needs run requirement oss-harmony" in covered.message
-    accounted = contract.check_requirements_accounted(DEMO_CONTRACT, workspace, sources)
+    accounted = import_contract.check_requirements_accounted(DEMO_CONTRACT, workspace, sources)
     assert accounted.status == contract.FAILED
     assert "xgrammar (requirements/common.txt:7) is neither a run requirement" in accounted.message
 
     # the recipe leaves out something imported unconditionally, and keeps a reason for a dropped requirement
     recipe.write_text(DEMO_RECIPE.replace("    - pyzmq\n", "").replace(
         "    pytest: test-only\n", "    pytest: test-only\n    pyzmq: optional\n    six: was for pandas\n"))
-    accounted = contract.check_requirements_accounted(DEMO_CONTRACT, workspace, sources)
+    accounted = import_contract.check_requirements_accounted(DEMO_CONTRACT, workspace, sources)
     assert "pyzmq is imported unconditionally by `demo serve`: it cannot be left out" in accounted.message
     assert "left_out_requirements.six is no longer an upstream requirement nor imported: drop it" in accounted.message
-    assert contract.check_imports_covered(DEMO_CONTRACT, workspace, sources).status == contract.FAILED
+    assert import_contract.check_imports_covered(DEMO_CONTRACT, workspace, sources).status == contract.FAILED
 
 
 def test_vllm_recipe_leaves_out_nothing_it_requires():
     """What runs without the sdist: every left-out entry has a reason and is not also required."""
     recipe = REPO / "recipes" / "vllm" / "recipe.yaml"
-    run, left_out = contract.run_requirement_names(recipe), contract.left_out_requirements(recipe)
+    run, left_out = import_contract.run_requirement_names(recipe), import_contract.left_out_requirements(recipe)
     assert {"oss-harmony", "xgrammar", "uvloop", "pytorch", "triton"} <= run
     assert left_out and all(left_out.values())
-    assert not {n for n in left_out if contract.normalize(contract.conda_name(n)) in run}
+    assert not {n for n in left_out if normalize(conda_name(n)) in run}
