@@ -21,6 +21,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from . import package_index
 from . import prebuilt as amd
 from . import web
 from .architectures import ArchitectureTable
@@ -102,7 +103,7 @@ def run(args, reporter: Reporter) -> int:
     return 0 if report["ok"] else 1
 
 
-def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = amd.DEFAULT_TIMEOUT) -> list[str]:
+def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = package_index.DEFAULT_TIMEOUT) -> list[str]:
     """`pins --lock`: read the index, write the lock, say what could not be locked (one line each)."""
     variants = workspace / "variants"
     prebuilt = amd.Prebuilt.load(variants)
@@ -162,13 +163,13 @@ def amd_index_rows(workspace: Path, pins: Pins, timeout: float) -> list[dict]:
             ("torch (any)", "torch", torch_pin, ())):
         row = {"what": label, "pinned": pinned, "newest": None, "error": ""}
         try:
-            files = amd.read_project(index, project, timeout)
+            files = package_index.read_project(index, project, timeout)
         except Unreachable as exc:
             row["error"] = f"cannot reach {index} ({exc})"
         except LookupError as exc:
             row["error"] = str(exc)
         else:
-            versions = [v for v in amd.versions_of(files or [], project) if not v.is_prerelease and not v.is_devrelease]
+            versions = [v for v in package_index.versions_of(files or [], project) if not v.is_prerelease and not v.is_devrelease]
             if line:
                 versions = [v for v in versions if v.public.startswith(line[0] + ".")
                             and (v.local or "").startswith(f"rocm{line[1]}.")]
