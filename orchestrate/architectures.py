@@ -197,7 +197,7 @@ def _yaml_where(exc: yaml.YAMLError) -> str:
 
 
 def support_table_markdown(table: ArchitectureTable) -> str:
-    """README's per-architecture table, generated from the one table (a test keeps README in step)."""
+    """The per-architecture table in README.md and docs/index.md, generated from the one table (a test keeps both in step)."""
     marks = {"yes": "yes", "experimental": "experimental", "no": "—"}
     columns = [("aotriton", "Flash/mem-eff SDPA (aotriton)"), ("ck_mha", "CK attention lib"),
                ("flash_attn_ck", "flash-attn CK"), ("flash_attn_triton", "flash-attn Triton"),

@@ -74,11 +74,12 @@ def test_pyproject_and_pixi_agree_on_dependencies():
     assert pip_deps <= set(PIXI["dependencies"]) | {"py-rattler"}
 
 
-def test_readme_support_table_is_the_architecture_table():
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
+def test_the_support_table_is_the_architecture_table(page):
     from orchestrate.architectures import ArchitectureTable, support_table_markdown
 
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("<!-- support-table:start -->\n")[1].split("\n<!-- support-table:end -->")[0]
+    text = (REPO / page).read_text()
+    section = text.split("<!-- support-table:start -->\n")[1].split("\n<!-- support-table:end -->")[0]
     assert section == support_table_markdown(ArchitectureTable.load(REPO / "variants"))
 
 
@@ -95,7 +96,8 @@ def test_pixi_test_environment_has_what_ci_installs():
     for feature in features:
         available |= set(PIXI["feature"][feature].get("dependencies", {}))
     assert any("test" in PIXI["feature"][f].get("tasks", {}) for f in features), "`test` must run in that environment"
-    for requirement in PYPROJECT["project"]["optional-dependencies"]["test"]:
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    for requirement in extras["test"] + extras["docs"]:
         assert re.split(r"[<>=\[ ]", requirement)[0] in available, requirement
     ci = (REPO / ".ci" / "run").read_text()
     if "torch==" in ci:
