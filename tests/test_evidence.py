@@ -9,6 +9,7 @@ variants is an https address on a public host, never a path on someone's machine
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -189,3 +190,19 @@ def test_patch_urls_are_public_https():
                 problems += [f"{path.relative_to(ROOT)}:{number}: {p}"
                              for p in filter(None, (url_problem(u) for u in URL.findall(line)))]
     assert not problems, "\n".join(problems)
+
+
+def test_a_regenerated_lock_keeps_hand_evidence_and_cites_no_index_id(tmp_path):
+    """`orchestrate pins --lock` rewrites variants/prebuilt-lock.yaml, carrying each hand-seeded entry's
+    `evidence:` over verbatim: what it writes back from today's lock must pass the same checks."""
+    from orchestrate.prebuilt import LockResult, Prebuilt, write_lock
+
+    shutil.copytree(ROOT / "variants", tmp_path / "variants")
+    prebuilt = Prebuilt.load(tmp_path / "variants")
+    hand = [e for e in prebuilt.locked.values() if getattr(e, "evidence", "")]
+    assert hand, "the lock has no hand-seeded entry with evidence: nothing to check"
+    text = write_lock(prebuilt, LockResult(prebuilt.locked, []), archs=[]).read_text()
+    written = [e.get("evidence") for e in yaml.safe_load(text)["artifacts"].values() if isinstance(e, dict)]
+    assert all(entry.evidence in written for entry in hand)
+    assert index_id_citations(text) == []
+    assert evidence_problems(yaml.safe_load(text)) == []
