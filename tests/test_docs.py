@@ -206,6 +206,9 @@ def test_the_site_builds_with_strict(tmp_path):
         built = tmp_path / "site" / ("index.html" if page.stem == "index" else f"{page.stem}/index.html")
         html_ids = set(re.findall(r'\bid="([^"]+)"', built.read_text()))
         assert anchors(page) <= html_ids, f"{page.name}: the checker's slugs differ from MkDocs' ids"
+        # GitHub renders a list that follows a paragraph line directly; Python-Markdown needs a blank line first
+        glued = [p[:80] for p in re.findall(r"<p>(.*?)</p>", built.read_text(), re.S) if re.search(r"\n(- |\d+\. )", p)]
+        assert glued == [], f"{page.name}: put a blank line before these lists: {glued}"
     assert (tmp_path / "site" / "images" / "h200-sdpa.png").exists()
 
 
