@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -32,6 +32,8 @@ SUBDIRS = ("noarch", "linux-64")
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 ROOM_SLACK = 1 << 20  # bytes an add keeps free beyond its own copies (temporary index files)
 INDEX_SCRATCH = ".tmp"  # py-rattler's index_fs leaves this (empty) folder behind
+MISSING = "missing from channel"
+DAMAGED = "damaged in channel"
 
 
 @dataclass
@@ -42,10 +44,12 @@ class Recovery:
     set_aside: list[str]
     stray: list[str]
     forgotten: list[str]  # manifest entries whose file is gone
+    damaged: dict[str, str] = field(default_factory=dict)  # file -> why, each moved to .superseded/
+    lost: dict[str, str] = field(default_factory=dict)  # input hash -> why its package must come again
 
     @property
     def changed(self) -> bool:
-        return bool(self.adopted or self.set_aside or self.stray or self.forgotten)
+        return bool(self.adopted or self.set_aside or self.stray or self.forgotten or self.damaged)
 
 
 @dataclass
@@ -153,8 +157,26 @@ class Channel:
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise UserError(f"{path} is damaged ({exc}): restore it from a backup or remove the channel folder")
 
+    def condition(self, entry: ManifestEntry) -> str | None:
+        """Why a recorded package cannot be used as it is (missing, or not the size the manifest records),
+        or None. One stat: comparing sha256s is `orchestrate verify`'s job."""
+        try:
+            size = (self.path / entry.file).stat().st_size
+        except OSError:
+            return MISSING
+        if entry.package_bytes and size != entry.package_bytes:
+            return (f"{DAMAGED}: size differs from manifest ({size} bytes, the manifest records "
+                    f"{entry.package_bytes})")
+        return None
+
     def entries_present(self) -> list[ManifestEntry]:
-        return [e for e in self.manifest().values() if (self.path / e.file).is_file()]
+        """The recorded packages that are there and whole (as far as their size tells)."""
+        return [e for e in self.manifest().values() if self.condition(e) is None]
+
+    def unsound(self) -> dict[str, str]:
+        """file -> why, for every recorded package that is missing or damaged."""
+        found = {f: self.condition(e) for f, e in self.manifest().items()}
+        return {f: why for f, why in found.items() if why}
 
     def find_by_input_hash(self, input_hash: str) -> ManifestEntry | None:
         return next((e for e in self.entries_present() if e.input_hash == input_hash), None)
@@ -188,6 +210,7 @@ class Channel:
         staged = target.with_name(f".{target.name}.incoming")
         try:
             shutil.copy2(package, staged)
+            give_umask_mode(staged)  # rattler-build's packages are 0600; the team must be able to read them
             crashpoints.reach("add.staged")
             superseded = self._set_aside(target) if target.exists() else None
         except BaseException:
@@ -228,6 +251,7 @@ class Channel:
         if copy:
             partial = kept.with_name(f".{kept.name}.partial")  # a crash mid-copy leaves no half file
             shutil.copy2(package, partial)
+            give_umask_mode(partial)
             os.replace(partial, kept)
         else:
             os.replace(package, kept)
@@ -261,6 +285,7 @@ class Channel:
     def _recover(self, adopt: Callable[[Path, dict], ManifestEntry | None]) -> Recovery:
         stray = self._remove_stray_files()
         manifest = self.manifest()
+        damaged = self._set_aside_damaged(manifest)
         files = set(self.package_files())
         adopted, set_aside = [], []
         for file in sorted(files - set(manifest)):
@@ -273,14 +298,28 @@ class Channel:
                 self._set_aside(package, copy=False)
                 set_aside.append(file)
         forgotten = sorted(f for f in manifest if f not in files or f in set_aside)
+        lost = {manifest[f].input_hash: damaged.get(f, MISSING) for f in forgotten}
         for file in forgotten:
             del manifest[file]
         indexed = set(self.repodata_records())
-        recovery = Recovery(adopted, set_aside, stray, forgotten)
+        recovery = Recovery(adopted, set_aside, stray, [f for f in forgotten if f not in damaged], damaged, lost)
         if recovery.changed or indexed != set(manifest):
             self.reindex()
             self._write_manifest(manifest)
         return recovery
+
+    def _set_aside_damaged(self, manifest: dict[str, ManifestEntry]) -> dict[str, str]:
+        """Move every recorded package whose size is not the recorded one to .superseded/ (kept, never
+        deleted), so that it is built or fetched again; and give 0600 files from older runs the umask's mode."""
+        damaged = {}
+        for file, entry in sorted(manifest.items()):
+            why = self.condition(entry)
+            if why and why != MISSING:
+                self._set_aside(self.path / file, copy=False)
+                damaged[file] = why
+            elif why is None and (self.path / file).stat().st_mode & 0o777 == 0o600:
+                give_umask_mode(self.path / file)
+        return damaged
 
     def _remove_stray_files(self) -> list[str]:
         stray = []
@@ -327,6 +366,19 @@ class Channel:
             for p in sorted(self.path.rglob("*"))
             if p.is_file() and p.name != LOCK
         }
+
+
+def umask() -> int:
+    """The process's umask (read by setting it and putting it back: there is no plain getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def give_umask_mode(path: Path) -> None:
+    """The mode a plain create gives under the user's umask (0644 under 022), for files that went through
+    tempfile or a copy of a 0600 file: before the rename that publishes them, so readers never see 0600."""
+    os.chmod(path, 0o666 & ~umask())
 
 
 def sha256_of(path: Path) -> str:

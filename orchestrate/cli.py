@@ -148,6 +148,7 @@ def cmd_build(args, reporter: Reporter) -> int:
         runner.report_recovery(recovery, reporter)
         if recovery.changed:
             plan = _make_plan(args, options)  # what was recovered is up to date now
+            runner.explain_lost(plan, recovery)
         # Every environment solved before the first build or download: a missing requirement, or a channel
         # that cannot be reached, stops here, in seconds.
         blocked = resolve.require_resolvable(plan, options, reporter)
@@ -155,6 +156,7 @@ def cmd_build(args, reporter: Reporter) -> int:
         # sha256 is never downloaded.
         if runner.unpinned_sources(plan.steps) and not options.offline and pins.lock_first(options, plan, reporter):
             plan = _make_plan(args, options)
+            runner.explain_lost(plan, recovery)
             runner.block(plan, blocked)
         runner.check_sources_pinned(plan)
         if any(s.state == runner.BUILD for s in plan.steps):
@@ -191,15 +193,22 @@ def cmd_list(args, reporter: Reporter) -> int:
         reporter.line(f"channel {channel.path} is empty")
         return 0
     entries = sorted(channel.entries_present(), key=lambda e: (e.arch, e.name, e.build))
+    manifest, unsound = channel.manifest(), channel.unsound()
     records = channel.repodata_records()
-    unrecorded = [f for f in records if f not in {e.file for e in entries}]
+    unrecorded = [f for f in records if f not in manifest]
     rows = [[e.arch, e.name, e.version, e.build, e.input_hash[:12], e.source] for e in entries]
     rows += [["?", records[f]["name"], records[f]["version"], records[f]["build"], "(not built here)", "?"] for f in unrecorded]
-    reporter.table(f"Channel {channel.path}", ["arch", "package", "version", "build", "input hash", "from"], rows)
     by_arch: dict[str, int] = {}
     for row in rows:
         by_arch[row[0]] = by_arch.get(row[0], 0) + 1
-    reporter.line(", ".join(f"{arch}: {n} package(s)" for arch, n in sorted(by_arch.items())))
+    # A missing or damaged package is shown, but not counted: build-all takes it again or rebuilds it.
+    rows += [[manifest[f].arch, manifest[f].name, manifest[f].version, manifest[f].build, why, "-"]
+             for f, why in sorted(unsound.items())]
+    reporter.table(f"Channel {channel.path}", ["arch", "package", "version", "build", "input hash", "from"], rows)
+    counts = [f"{arch}: {n} package(s)" for arch, n in sorted(by_arch.items())]
+    if unsound:
+        counts.append(f"{len(unsound)} missing or damaged (`orchestrate build-all` replaces them)")
+    reporter.line(", ".join(counts))
     return 0
 
 

@@ -12,7 +12,7 @@ from rattler_build import VariantConfig
 from . import crashpoints, graph
 from .architectures import Architecture, ArchitectureTable, choose_arch
 from .builder import build_output, discard_work, forget_cached_package
-from .channel import Channel, ManifestEntry, Recovery, sha256_of
+from .channel import DAMAGED, MISSING, Channel, ManifestEntry, Recovery, sha256_of
 from .errors import BuildFailed, UserError
 from .estimates import DiskNeed, Estimate, check_disk, disk_needs, estimate_for, recorded_builds, this_host
 from .options import Options
@@ -230,8 +230,20 @@ def report_recovery(recovery: Recovery, reporter: Reporter) -> None:
     for file in recovery.set_aside:
         reporter.line(f"set aside {file} to .superseded/: not recorded in the channel and not built from this "
                       "plan's inputs")
+    for file, why in recovery.damaged.items():
+        reporter.line(f"moved {file} to .superseded/: {why}; it is taken again from a cache channel or rebuilt")
+    for file in recovery.forgotten:
+        reporter.line(f"{file} is {MISSING}: it is taken again from a cache channel or rebuilt")
     if recovery.stray:
         reporter.info(f"removed {len(recovery.stray)} temporary file(s) left by an interrupted run")
+
+
+def explain_lost(plan: Plan, recovery: Recovery) -> None:
+    """A package recovery moved aside or forgot is built (or fetched) again: its row says why, not "new"."""
+    for step in plan.steps:
+        why = recovery.lost.get(step.output.input_hash)
+        if why and step.state == BUILD:
+            step.reasons = [why] + [r for r in step.reasons if r != "new"]
 
 
 def _skip_dependents_of_skipped(order: list[Output]) -> None:
@@ -250,6 +262,11 @@ def _plan_step(output: Output, channel: Channel, will_build: set[str]) -> Step:
         return Step(output, SKIP, output.skip_reasons)
     if channel.is_channel() and channel.find_by_input_hash(output.input_hash):
         return Step(output, UP_TO_DATE, output.notes)
+    unsound = channel.unsound() if channel.is_channel() else {}
+    manifest = channel.manifest() if unsound else {}
+    why = next((unsound[f] for f, e in manifest.items() if e.input_hash == output.input_hash and f in unsound), None)
+    if why:
+        return Step(output, BUILD, [why] + output.notes)
     previous = channel.find_by_slot(output.key) if channel.is_channel() else None
     if previous is None:
         return Step(output, BUILD, ["new"] + output.notes)
@@ -336,7 +353,8 @@ def _take_from_cache(step: Step, caches, channel: Channel, options: Options, rep
             channel.add(package, entry)
             package.unlink(missing_ok=True)  # the channel has its copy now
             step.state, step.seconds = CACHED, time.monotonic() - started
-            step.reasons = [f"same input hash in {cache.description}"]
+            step.reasons = [r for r in step.reasons if r.startswith((MISSING, DAMAGED))]
+            step.reasons.append(f"same input hash in {cache.description}")
             reporter.info(f"took {step.output.label} from {cache.description}")
             return True
     return False
