@@ -40,6 +40,8 @@ NOT_FOR_UPSTREAM = {
     (ENV, "BUILD_MHA_LIB"): "read by composable-kernel/build.sh, which passes -DBUILD_MHA_LIB",
     (ENV, "NINJA_JOBS_FLAG"): "for our scripts' own ninja calls",
     (ENV, "ROCM_CMAKE_ARGS"): "for our scripts' own CMake calls",
+    (ENV, "SITE_PACKAGES"): "read by rocm-sdk/build.sh and rocm-sdk-device/build.sh: where under $PREFIX the wheels go",
+    (ENV, "PYTHON_VERSION"): "read by _shared/install_wheels.py and rocm_wheels.py: whose site-packages the wheels go to",
     (ENV, "PATH"): "the shell's",
     (ENV, "CPPFLAGS"): "the compilers'",
     (ENV, "CXXFLAGS"): "the compilers'",
