@@ -24,6 +24,10 @@ GENERATED_HEADER = (
 # that a flash-attn recipe renders once per backend the architecture has.
 FLASH_ATTN_BACKEND_KEY = "flash_attn_backend"
 FLASH_ATTN_BACKENDS = {"ck": "flash_attn_ck", "triton": "flash_attn_triton"}
+# The backend the default build gives an architecture (recipes read it: rocm-stack requires flash-attn where
+# it is not "none"; the other backend's build is down-prioritized); the table's `flash_attn_default` rule.
+FLASH_ATTN_DEFAULT_KEY = "flash_attn_default_backend"
+NO_BACKEND = "none"
 # The solver's GPU detection (rattler, and so pixi) reads these. rattler (py-rattler 0.28) drops
 # `__amdgpu_arch` unless `__amdgpu` is detected too, so where no GPU is seen (a container build, CI, a login
 # node) the arch override alone gives nothing: `__amdgpu` must be forced on with "0" (its only version; ""
@@ -61,10 +65,24 @@ class Architecture:
     apu: bool = False  # integrated GPU: its memory is system RAM through GTT, capped by the kernel
     # Whether AMD's index publishes PyTorch and the ROCm device wheel for this architecture, and why we think so
     prebuilt_torch: Capability = Capability("prebuilt_torch", "yes", "not declared in the table: assumed yes")
+    flash_attn_preference: tuple[str, ...] = ()  # the table's `flash_attn_default` rule, same for every arch
 
     @property
     def flash_attn_backends(self) -> list[str]:
         return [b for b, cap in FLASH_ATTN_BACKENDS.items() if self.capabilities[cap].value != "no"]
+
+    @property
+    def flash_attn_default(self) -> str:
+        """The backend the default build gives this architecture; "" where it supports none."""
+        return next((b for b in self.flash_attn_preference if self.capabilities[FLASH_ATTN_BACKENDS[b]].value == "yes"), "")
+
+    def flash_attn_reason(self, backend: str, requested: str | None = None) -> tuple[bool, str]:
+        """Whether the default build (`build-all`) builds flash-attn's `backend` here, and why: plan's rows and
+        doctor's support line both say this. `requested`: a `--variant flash_attn_backend=` value."""
+        if requested:
+            return backend == requested, f"asked for with --variant {FLASH_ATTN_BACKEND_KEY}={requested}"
+        default = self.flash_attn_default or NO_BACKEND
+        return backend == default, f"default backend for {self.name}: {default}"
 
     def variant_keys(self) -> dict[str, list]:
         """The keys recipes see, each as a one-element variant list (a list for flash-attn)."""
@@ -77,7 +95,8 @@ class Architecture:
         for cap in self.capabilities.values():
             if cap.name not in FLASH_ATTN_BACKENDS.values():
                 keys[cap.variant_key] = [cap.value]
-        keys[FLASH_ATTN_BACKEND_KEY] = self.flash_attn_backends or ["none"]
+        keys[FLASH_ATTN_BACKEND_KEY] = self.flash_attn_backends or [NO_BACKEND]
+        keys[FLASH_ATTN_DEFAULT_KEY] = [self.flash_attn_default or NO_BACKEND]
         for flag in sorted(self.opt_ins):
             keys[flag] = [False]
         return keys
@@ -118,6 +137,11 @@ class ArchitectureTable:
             raise UserError(f"{path} is not valid YAML ({_yaml_where(exc)}): fix the table")
         try:
             opt_in = raw.get("opt_in") or {}
+            preference = tuple(str(b) for b in raw.get("flash_attn_default") or ())
+            unknown = [b for b in preference if b not in FLASH_ATTN_BACKENDS]
+            if unknown:
+                raise UserError(f"{path}: flash_attn_default names {', '.join(unknown)}: use backends of "
+                                f"{', '.join(FLASH_ATTN_BACKENDS)}")
             archs = {}
             for name, row in raw["architectures"].items():
                 caps = {
@@ -134,6 +158,7 @@ class ArchitectureTable:
                     capabilities=caps,
                     opt_ins=flags,
                     apu=bool(row.get("apu", False)),
+                    flash_attn_preference=preference,
                     **({"prebuilt_torch": Capability("prebuilt_torch", str(row["prebuilt_torch"]["value"]),
                                                      row["prebuilt_torch"].get("why", ""))}
                        if "prebuilt_torch" in row else {}),

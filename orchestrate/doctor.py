@@ -24,7 +24,7 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from . import detect, runner
-from .architectures import ARCH_OVERRIDE_ENV, GPU_OVERRIDE_ENV, GPU_OVERRIDE_ON, Architecture, ArchitectureTable, override_hint
+from .architectures import ARCH_OVERRIDE_ENV, FLASH_ATTN_BACKENDS, GPU_OVERRIDE_ENV, GPU_OVERRIDE_ON, Architecture, ArchitectureTable, override_hint
 from .channels import FIX_CHANNEL, base_url, local_folder
 from .diagnose import FIX_SOURCE
 from .errors import UserError
@@ -187,12 +187,15 @@ def support_check(arch: Architecture) -> Check:
               "flash_attn_triton": "flash-attn Triton", "aiter": "aiter", "ck_sdpa": "CK SDPA",
               "fbgemm_genai": "FBGEMM GenAI"}
     has, lacks = [], []
+    backend_of = {cap: backend for backend, cap in FLASH_ATTN_BACKENDS.items()}
     for cap in arch.capabilities.values():
         label = labels.get(cap.name, cap.name)
         if cap.value == "no":
             lacks.append(label)
-        else:
-            has.append(label + (" (experimental)" if cap.value == "experimental" else ""))
+            continue
+        if cap.name in backend_of:  # as plan builds it: the default backend in build-all, the other on request
+            label += " (default)" if arch.flash_attn_reason(backend_of[cap.name])[0] else " (on request)"
+        has.append(label + (" (experimental)" if cap.value == "experimental" else ""))
     detail = f"{arch.name} gets {', '.join(has) or 'PyTorch only'}" + (f"; not {', '.join(lacks)}" if lacks else "")
     return Check("support", OK, detail + " (`orchestrate plan` says why)")
 

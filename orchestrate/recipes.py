@@ -19,7 +19,8 @@ import jinja2
 import yaml
 from rattler_build import RenderedVariant, Stage0Recipe, VariantConfig
 
-from .architectures import SHARED_VARIANTS_FILE, Architecture, ArchitectureTable, stale_variant_files, variant_file_path
+from .architectures import (FLASH_ATTN_BACKEND_KEY, FLASH_ATTN_BACKENDS, SHARED_VARIANTS_FILE, Architecture, ArchitectureTable,
+                            stale_variant_files, variant_file_path)
 from . import pypi_table
 from .errors import UserError
 from .options import Options
@@ -153,6 +154,13 @@ def _declared_config(options: Options, table: ArchitectureTable, arch: Architect
                 raise UserError(f"--variant {key} is not offered for {arch.name}: it applies to {', '.join(offered)} only")
             if key not in known:
                 raise UserError(f"unknown variant key '{key}' for {arch.name}: known keys are {', '.join(sorted(known))}")
+        backend = options.variant_overrides.get(FLASH_ATTN_BACKEND_KEY)
+        if backend is not None and backend not in arch.flash_attn_backends:
+            cap = arch.capabilities.get(FLASH_ATTN_BACKENDS.get(backend, ""))
+            fix = (f"choose one of its backends: {', '.join(arch.flash_attn_backends)}" if arch.flash_attn_backends
+                   else "drop the option: flash-attn is not built for it")
+            raise UserError(f"--variant {FLASH_ATTN_BACKEND_KEY}={backend}: {arch.name} has no flash-attn {backend} backend"
+                            + (f" ({cap.why})" if cap and cap.why else "") + f": {fix}")
     return config
 
 

@@ -10,7 +10,7 @@ from typing import Protocol
 from rattler_build import VariantConfig
 
 from . import crashpoints, graph
-from .architectures import Architecture, ArchitectureTable, choose_arch
+from .architectures import FLASH_ATTN_BACKEND_KEY, Architecture, ArchitectureTable, choose_arch
 from .builder import build_output, discard_work, forget_cached_package
 from .channel import DAMAGED, MISSING, Channel, ManifestEntry, Recovery, sha256_of
 from .errors import BuildFailed, UserError
@@ -80,10 +80,13 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
     _skip_dependents_of_skipped(order)
     compute_input_hashes(outputs, order)
     needed: dict[str, str] | None = None  # package -> why it is in the plan; None: every package is
+    backend_why: dict[int, str] = {}  # id(flash-attn output) -> why it is built by default or on request
+    on_request: set[int] = set()
     if packages:
         order = [o for o in order if o in graph.closure(outputs, packages)]
     elif not everything and any(o.name == DEFAULT_TARGET for o in outputs):
-        needed = graph.needed_by(outputs, [DEFAULT_TARGET] + list(also or []))
+        backend_why, on_request = _flash_attn_backends(outputs, arch, options, set(also or []))
+        needed = graph.needed_by([o for o in outputs if id(o) not in on_request], [DEFAULT_TARGET] + list(also or []))
     channel = Channel(options.channel)
     channel.validate()
     history = recorded_builds(channel)
@@ -92,12 +95,17 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
     will_build: set[str] = set()
     steps = []
     for output in order:
-        if needed is not None and output.name not in needed and not output.skipped:
+        if id(output) in on_request:
+            step = Step(output, NOT_NEEDED, [f"on request: build it with `orchestrate build {output.name} --variant "
+                                             f"{FLASH_ATTN_BACKEND_KEY}={output.variant[FLASH_ATTN_BACKEND_KEY]}` "
+                                             f"({backend_why[id(output)]})"])
+        elif needed is not None and output.name not in needed and not output.skipped:
             step = Step(output, NOT_NEEDED, [f"not needed by {DEFAULT_TARGET}: build it with "
                                              f"`orchestrate build {output.name}`"])
         else:
             step = _plan_step(output, channel, will_build)
             if needed is not None and output.name in needed and not output.skipped:
+                step.reasons += [backend_why[id(output)]] if id(output) in backend_why else []
                 step.reasons.append(needed[output.name])
         step.origin = origin_of(output.rendered, prebuilt_urls, index)
         if step.state == BUILD:
@@ -109,6 +117,26 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
                                     f"`{LOCK_COMMAND}` locks them (build-all does it first when online)")
         steps.append(step)
     return Plan(arch, steps, outputs, config, choice, notes)
+
+
+def _flash_attn_backends(outputs: list[Output], arch: Architecture, options: Options,
+                         asked: set[str]) -> tuple[dict[int, str], set[int]]:
+    """flash-attn renders once per backend the architecture supports; the default build builds the table's
+    default backend (or the one `--variant flash_attn_backend=` names), the other on request. Returns why for
+    each flash-attn output, and the outputs left to a request (none of a package named on the command line)."""
+    why: dict[int, str] = {}
+    on_request: set[int] = set()
+    requested = options.variant_overrides.get(FLASH_ATTN_BACKEND_KEY)
+    for output in outputs:
+        backend = output.variant.get(FLASH_ATTN_BACKEND_KEY)
+        if backend is None or output.skipped:
+            continue
+        built, why[id(output)] = arch.flash_attn_reason(str(backend), requested)
+        if not built and output.name in asked:
+            why[id(output)] = f"the {backend} backend asked for ({why[id(output)]})"
+        elif not built:
+            on_request.add(id(output))
+    return why, on_request
 
 
 def _explain_pytorch_from(outputs: list[Output], choice: VariantChoice) -> list[str]:

@@ -2,6 +2,7 @@
 channel, installed with py-rattler, rebuilt only where inputs changed."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -50,9 +51,17 @@ def test_build_all_then_install_what_landed(orchestrate, workspace, tmp_path):
     assert s["flash-attn-rocm"] == ["built", "built"]  # one per backend
 
     prefix = tmp_path / "env"
-    builds = install(workspace / "channel", ["vllm", "flash-attn-rocm * *triton*", "aotriton"], "11.5.1", prefix)
+    builds = install(workspace / "channel", ["vllm", "flash-attn-rocm", "aotriton"], "11.5.1", prefix)
     assert builds["pytorch"].startswith("gfx1151_")
+    # both backends are in the channel: the table's default for gfx1151 wins, the other is there when named
     assert (prefix / "share/flash-attn-rocm/backend").read_text().strip() == "triton"
+    index = json.loads((workspace / "channel/linux-64/repodata.json").read_text())
+    repodata = {**index.get("packages", {}), **index.get("packages.conda", {})}
+    features = {r["build"].split("_")[1]: r.get("track_features", "") for r in repodata.values()
+                if r["name"] == "flash-attn-rocm"}
+    assert not features["triton"] and features["ck"], features  # what makes the solver prefer triton
+    ck = {r.name.normalized: str(r.build) for r in solve(workspace / "channel", ["flash-attn-rocm * *_ck_*"], "11.5.1")}
+    assert ck["flash-attn-rocm"].startswith("gfx1151_ck_")
     assert "patched for the test graph" in (prefix / "share/aotriton/kernels.txt").read_text()
     assert (prefix / "share/pytorch/max-jobs").read_text().strip() == "3"  # knob reached the script
 
@@ -229,7 +238,7 @@ def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, t
         (REPO / "recipes/rocm-stack/recipe.yaml").read_text()
         .replace("${{ torch_version }}", "2.13.0").replace("${{ rocm_sdk_version }}", "7.14.0")
         .replace("${{ torch_builds }}", "${{ arch_builds }}")  # the test graph's builds name the arch only
-        .replace("${{ vllm_version }}", "0.11.0").replace("vllm-rocm", "vllm"))
+        .replace("${{ vllm_version }}", "0.11.0").replace("vllm-rocm", "vllm").replace("${{ flash_attn_version }}", "2.8.3"))
     # the test graph has no torchvision/torchaudio, no SDK device package and no prebuilt/source pins
     recipe = folder / "recipe.yaml"
     recipe.write_text("".join(l for l in recipe.read_text().splitlines(True) if not re.match(
@@ -238,6 +247,9 @@ def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, t
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1100").code == 0
     builds = install(workspace / "channel", ["rocm-stack"], "11.5.1", tmp_path / "env")
     assert builds["rocm-stack"].startswith("gfx1151_") and builds["vllm"].startswith("gfx1151_")
+    assert builds["flash-attn-rocm"].startswith("gfx1151_triton_")  # with the stack: the default backend
+    gfx1100 = {r.name.normalized: str(r.build) for r in solve(workspace / "channel", ["rocm-stack"], "11.0.0")}
+    assert gfx1100["flash-attn-rocm"].startswith("gfx1100_triton_")
     for other in (None, "9.4.2"):  # no GPU, or a GPU nothing was built for
         with pytest.raises(Exception, match="(?i)cannot solve|incompatible|no candidates"):
             solve(workspace / "channel", ["rocm-stack"], other)

@@ -132,6 +132,40 @@ def test_default_plan_is_what_rocm_stack_needs_and_says_why():
     assert needed and all(any(r.startswith("rocm-stack needs it") for r in s.reasons) for s in needed)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_default_build_has_flash_attn_with_the_tables_default_backend(arch):
+    """build-all builds flash-attn where the architecture has a backend: Triton where it is supported (minutes),
+    CK where it is the only one (gfx90a); rocm-stack requires it; the other backend is on request. doctor's
+    support line says the same."""
+    from orchestrate.doctor import support_check
+
+    steps = [s for s in plan_for(arch, everything=False).steps if s.output.name == "flash-attn-rocm"]
+    built_now = {s.output.variant["flash_attn_backend"]: s for s in steps if s.state == runner.BUILD}
+    offered = TABLE.get(arch).flash_attn_backends
+    expected = "triton" if "triton" in offered else "ck" if "ck" in offered else None
+    assert list(built_now) == ([expected] if expected else [])
+    [stack] = [s for s in plan_for(arch, everything=False).steps if s.output.name == "rocm-stack"]
+    assert ("flash-attn-rocm" in stack.output.requires) == bool(expected)
+    support = support_check(TABLE.get(arch)).detail
+    if expected:
+        assert f"default backend for {arch}: {expected}" in built_now[expected].reasons
+        assert f"flash-attn {'Triton' if expected == 'triton' else 'CK'} (default)" in support
+    for other in (s for s in steps if s.state == runner.NOT_NEEDED):
+        backend = other.output.variant["flash_attn_backend"]
+        assert other.reasons == [f"on request: build it with `orchestrate build flash-attn-rocm --variant "
+                                 f"flash_attn_backend={backend}` (default backend for {arch}: {expected})"]
+        assert f"flash-attn {'Triton' if backend == 'triton' else 'CK'} (on request)" in support
+
+
+def test_flash_attn_on_request_and_a_backend_the_arch_lacks():
+    steps = [s for s in plan_for("gfx1151", (("flash_attn_backend", "ck"),), everything=False).steps
+             if s.output.name == "flash-attn-rocm"]
+    assert [(s.output.variant["flash_attn_backend"], s.state) for s in steps] == [("ck", runner.BUILD)]
+    assert "asked for with --variant flash_attn_backend=ck" in steps[0].reasons
+    with pytest.raises(Exception, match="gfx90a has no flash-attn triton backend .*aiter.*: choose one of its backends: ck"):
+        plan_for("gfx90a", (("flash_attn_backend", "triton"),), everything=False)
+
+
 def test_pytorch_on_mi100_builds_without_aotriton_and_says_so():
     [pytorch] = built("gfx908", "pytorch", SOURCE)
     assert "aotriton" not in pytorch.output.requires

@@ -8,15 +8,13 @@ from ..architectures import Architecture, override_hint
 from ..errors import UserError
 from .targets import S3Store, parse_target
 
-# The stack a teammate installs: (package, GPU-specific?). rocm-stack pulls in PyTorch, vLLM and the
-# check tool for the machine's GPU and refuses other GPUs; flash-attn is optional (not in build-all's default
-# closure: it is built on request), so its line is written commented out, to uncomment once the channel has it.
-# pytorch-rocm (a metapackage: `pytorch * *rocm*`) says "the ROCm build of PyTorch", so a conda-forge package
+# The stack a teammate installs: (package, GPU-specific?). rocm-stack pulls in PyTorch, vLLM, flash-attn (the
+# architecture's default backend, where it has one) and the check tool for the machine's GPU and refuses other
+# GPUs. pytorch-rocm (a metapackage: `pytorch * *rocm*`) says "the ROCm build of PyTorch", so a conda-forge package
 # that needs `pytorch` gets ours; `pytorch` itself is named for the architecture pin.
-STACK = (("rocm-stack", True), ("pytorch-rocm", False), ("pytorch", True), ("flash-attn-rocm", True),
-         ("vllm-rocm", True), ("rocm-stack-check", False))
-OPTIONAL = {"flash-attn-rocm"}
-
+STACK = (("rocm-stack", True), ("pytorch-rocm", False), ("pytorch", True), ("vllm-rocm", True),
+         ("rocm-stack-check", False))
+FLASH_ATTN = "flash-attn-rocm"
 
 def channel_for_pixi(url: str) -> str:
     """pixi wants an absolute location for a folder channel; URLs pass through."""
@@ -67,16 +65,24 @@ def render_manifest(channel_url: str, arch: Architecture | str | None, config: d
         ]
     lines += ["", "[dependencies]"]
     for package, gpu_specific in STACK:
-        if isinstance(arch, Architecture) and package == "flash-attn-rocm" and not arch.flash_attn_backends:
-            lines.append(f"# {package}: not built for {arch_name} (no flash-attn backend supports it)")
-            continue
-        line = (f'{package} = {{ version = "*", build = "*{arch_name}*" }}' if gpu_specific and arch_name
-                else f'{package} = "*"')
-        if package in OPTIONAL:
-            lines.append(f"# optional, once the channel has it (`orchestrate build {package}` builds it):")
-            line = "# " + line
-        lines.append(line)
+        lines.append(f'{package} = {{ version = "*", build = "*{arch_name}*" }}' if gpu_specific and arch_name
+                     else f'{package} = "*"')
+    lines += flash_attn_lines(arch if isinstance(arch, Architecture) else None)
     return "\n".join(lines) + "\n"
+
+
+def flash_attn_lines(arch: Architecture | None) -> list[str]:
+    """flash-attn comes with rocm-stack (the default backend); the other backend, built on request, is offered
+    as a commented-out pin."""
+    if arch and not arch.flash_attn_backends:
+        return [f"# {FLASH_ATTN}: not built for {arch.name} (no flash-attn backend supports it)"]
+    others = [b for b in arch.flash_attn_backends if b != arch.flash_attn_default] if arch else ["ck"]
+    lines = [f"# {FLASH_ATTN} comes with rocm-stack" + (f" ({arch.flash_attn_default} backend on {arch.name})" if arch else "")]
+    for backend in others:
+        lines += [f"# the {backend} backend instead, once the channel has it (`orchestrate build {FLASH_ATTN} "
+                  f"--variant flash_attn_backend={backend}` builds it):",
+                  f'# {FLASH_ATTN} = {{ version = "*", build = "*{arch.name if arch else ""}_{backend}_*" }}']
+    return lines
 
 
 def write_manifest(text: str, output: Path, force: bool) -> Path:

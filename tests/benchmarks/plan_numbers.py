@@ -68,6 +68,25 @@ def channel_bytes(archs: list[str], overrides: dict[str, str] | None = None) -> 
     return totals
 
 
+def per_architecture(archs: list[str]) -> list[str]:
+    """The default plan (`build-all`) of every architecture: its flash-attn backend and the expected total."""
+    rows = []
+    for arch in archs:
+        p = plan(arch)
+        flash = [s.output.build_string for s in p.steps if s.output.name.startswith("flash-attn") and s.state == runner.BUILD]
+        backend = ArchitectureTable.load(REPO / "variants").get(arch).flash_attn_default or "none"
+        minutes = next((s.estimate.seconds / 60 for s in p.steps if s.output.name.startswith("flash-attn")
+                        and s.state == runner.BUILD and s.estimate), 0)
+        _, total, unknown = time_rows(p)
+        rows.append([arch, backend + (f" ({minutes:.0f}m)" if flash else ""),
+                     str(sum(1 for s in p.steps if s.state == runner.BUILD)),
+                     format_duration(total) + (f" ({unknown} without an estimate)" if unknown else "")])
+    return ["## Default plan per architecture (`orchestrate plan --arch ARCH`)", "",
+            "flash-attn is in the default build where the architecture has a backend: the first of the table's "
+            "`flash_attn_default` order it supports (Triton, else CK); the other backend is built on request.", "",
+            table(["arch", "flash-attn backend (its build)", "builds", "expected"], rows), ""]
+
+
 def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
                      + ["| " + " | ".join(r) + " |" for r in rows])
@@ -95,6 +114,7 @@ def report() -> str:
         out += [f"## {title}", "", table(["package", "build", "from", "expected"], rows), "",
                 f"**{len(rows)} builds, expected {format_duration(total)}**"
                 + (f" ({unknown} without an estimate)" if unknown else ""), ""]
+    out += per_architecture(archs)
     prebuilt_bytes, source_bytes = channel_bytes(archs), channel_bytes(archs, {"pytorch_from": "source"})
     docs = AMD_DOCUMENTED_GIB
     out += [f"## Channel bytes for all {n} architectures", "",
