@@ -126,24 +126,17 @@ class Channel:
 
     def _lock(self, command: str) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 4096).decode(errors="replace").strip() or "another process"
-            os.close(fd)
+            holder = f"pid {os.getpid()} ({command}, since {time.strftime('%H:%M:%S')})"
+            self._lock_fd = take_lock(self.path / LOCK, holder)
+        except LockBusy as busy:
             raise UserError(
-                f"channel {self.path} is in use by {holder}: wait for it to finish or use another --channel"
+                f"channel {self.path} is in use by {busy.holder}: wait for it to finish or use another --channel"
             ) from None
-        self._lock_fd = fd  # held from here: unlock() releases it even if recording the holder fails
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} ({command}, since {time.strftime('%H:%M:%S')})".encode())
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
-            os.ftruncate(self._lock_fd, 0)
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
+            release_lock(self._lock_fd)
             self._lock_fd = None
 
     # -- the manifest -----------------------------------------------------------------------------
@@ -379,6 +372,49 @@ def give_umask_mode(path: Path) -> None:
     """The mode a plain create gives under the user's umask (0644 under 022), for files that went through
     tempfile or a copy of a 0600 file: before the rename that publishes them, so readers never see 0600."""
     os.chmod(path, 0o666 & ~umask())
+
+
+class LockBusy(Exception):
+    """Another process holds the lock; `holder` is what it recorded (pid, command, since when)."""
+
+    def __init__(self, holder: str):
+        super().__init__(holder)
+        self.holder = holder
+
+
+def take_lock(path: Path, holder: str, wait_s: float = 0.0) -> int:
+    """flock `path` (created if needed), waiting up to `wait_s`, and record `holder` in it; returns the fd.
+
+    The kernel releases a flock when its process ends, however it ends, so a killed holder never leaves a
+    stale lock behind. On NFS, Linux maps flock to the server's byte-range locks (NLM, NFSv4), which the
+    server releases when a dead client's lease runs out. Raises LockBusy with the recorded holder."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                recorded = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+                os.close(fd)
+                raise LockBusy(recorded) from None
+            time.sleep(0.1)
+    try:  # held from here: release it even if recording the holder fails
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, holder.encode(), 0)
+    except BaseException:
+        release_lock(fd)
+        raise
+    return fd
+
+
+def release_lock(fd: int) -> None:
+    try:
+        os.ftruncate(fd, 0)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def sha256_of(path: Path) -> str:

@@ -89,18 +89,28 @@ def test_bucket_that_does_not_exist(built):
     assert "bucket no-such-bucket does not exist" in line
 
 
-def test_a_failed_upload_publishes_nothing(built, tmp_path):
-    """The target refuses the third package: the two uploaded before it are taken back, nothing is indexed."""
+def test_a_failed_upload_indexes_nothing_and_the_next_publish_completes(built, tmp_path):
+    """The target refuses the third package: nothing is indexed, so no teammate sees half a publish. The
+    two files uploaded before it stay (another machine publishing at the same time may rely on them); the
+    next publish finds them there and completes."""
     target = tmp_path / "shared"
     (target / "linux-64").mkdir(parents=True)
     workspace, channel = built
     third = sorted(p.name for p in (channel / "linux-64").glob("*.conda"))[2]
-    (target / "linux-64" / f".{third}.incoming").mkdir()  # the staging path is taken: the copy fails
+    (target / "linux-64" / third).mkdir()  # the name is taken by something that is not a package
     result = publish(built, target.as_uri(), {})
     line = one_error_line(result)
-    assert third in line
-    assert not list(target.rglob("*.conda")) and not (target / "linux-64" / "repodata.json").exists()
+    assert third in line and "not a file" in line
+    assert not (target / "linux-64" / "repodata.json").exists()
     assert not (target / "orchestrate-manifest.json").exists()
+
+    (target / "linux-64" / third).rmdir()
+    again = publish(built, target.as_uri(), {})
+    assert again.returncode == 0, again.stderr
+    listed = json.loads((target / "linux-64" / "repodata.json").read_text())["packages.conda"]
+    assert set(listed) == {p.name for p in (channel / "linux-64").glob("*.conda")}
+    assert set(json.loads((target / "orchestrate-manifest.json").read_text())["packages"]) == \
+        set(json.loads((channel / "orchestrate-manifest.json").read_text())["packages"])
 
 
 def test_auth_store_credentials_reach_s3(built, tmp_path):

@@ -1,6 +1,6 @@
 """Shared channels as a build cache (`build-all --cache-channel URL`, or `cache_channels` in orchestrate.toml).
 
-A lookup reads the remote orchestrate-manifest.json once (input hash -> package file), then downloads
+A lookup reads the channel's lookup entries once (lookup.py: input hash -> package file), then downloads
 only the one package whose input hash matches. Before it enters the local channel the package must
 match, byte for byte, the sha256 in the remote index and in the manifest, and the input hash recorded
 inside it (about.json extra.orchestrate.input_hash); anything else is an error that names the package
@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from ..channel import MANIFEST, ManifestEntry, read_provenance, sha256_of
+from ..channel import ManifestEntry, read_provenance, sha256_of
 from ..errors import UserError
 from ..options import Options, load_config
 from ..recipes import Output
 from ..ui import Reporter
-from .publish import remote_manifest, remote_sha256s
+from .lookup import parse_entry, read_lookup
+from .publish import remote_sha256s
 from .targets import Store, reader_for
 
 DOWNLOADS = "from-cache"
@@ -26,17 +27,15 @@ class RemoteCache:
     def __init__(self, url: str, store: Store, reporter: Reporter):
         self.description = url
         self.store = store
-        manifest = remote_manifest(store)  # one small read per run; also proves the channel is reachable
-        if not manifest:
-            reporter.line(f"cache channel {url} has no {MANIFEST}: it gives no cache hits "
+        lookup = read_lookup(store)  # a few small reads per run; also proves the channel is reachable
+        if not lookup.entries:
+            reporter.line(f"cache channel {url} has no build-cache lookup entries: it gives no cache hits "
                           "(publish to it with `orchestrate publish` to fill it)")
         self._by_hash: dict[str, ManifestEntry] = {}
-        for file, raw in manifest.items():
-            try:
-                entry = ManifestEntry(**raw)
-            except TypeError:
-                continue  # an entry from a newer or older orchestrator: not usable as a cache hit
-            self._by_hash.setdefault(entry.input_hash, entry)
+        for file, raw in sorted(lookup.entries.items()):
+            entry = parse_entry(raw)
+            if entry is not None and entry.file == file:  # else from a newer or older orchestrator, or damaged
+                self._by_hash.setdefault(entry.input_hash, entry)
         self._listed: dict[str, str] | None = None
 
     def listed(self) -> dict[str, str]:

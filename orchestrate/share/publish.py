@@ -1,27 +1,32 @@
 """`orchestrate publish --to TARGET [PKG...]`: copy what the local channel holds to a shared one.
 
-Order, so that a reader never sees half a publish: upload the packages, then index, then write the
-merged orchestrate-manifest.json (the build cache's lookup table) last. If an upload fails, the packages
-this run uploaded are removed again and neither the index nor the manifest is touched, so the remote
-index never lists a package whose upload failed.
+Any number of machines may publish to one channel at once, and a publish may be killed at any point:
+  1. each package file is uploaded create-only; if the name is taken by the same bytes, or by a package
+     built from the same inputs (same input hash, see `same_package`), the channel's copy stands;
+  2. its lookup entry (lookup.py) is created next, again create-only;
+  3. then, under the store's lock (a folder) or by compare-and-swap (S3), damaged copies of our files are
+     replaced, the channel is indexed, our files are checked to be listed (indexed again if a concurrent
+     indexer dropped them), and orchestrate-manifest.json is re-derived from the entries.
+The index is only ever written after the files it lists are whole, so it never lists a missing or half
+file; whatever a killed publish left undone, running it again completes.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from .. import stops
-from ..channel import MANIFEST, SUBDIRS, Channel, ManifestEntry
+from ..channel import MANIFEST, SUBDIRS, Channel, ManifestEntry, read_provenance, sha256_of
 from ..errors import UserError
 from ..options import Options
 from ..ui import Reporter
+from .lookup import (Lookup, encode_entry, encode_manifest, entry_path, parse_entry, parse_manifest, read_entry,
+                     read_lookup)
 from .targets import PackageServer, Store, parse_target
 
-
-@dataclass
-class PublishPlan:
-    to_upload: list[ManifestEntry] = field(default_factory=list)
-    already_there: list[ManifestEntry] = field(default_factory=list)
+INDEX_ATTEMPTS = 3  # indexes in a row that may each miss our packages before the publish gives up
 
 
 def select_entries(channel: Channel, arch: str | None, packages: list[str]) -> list[ManifestEntry]:
@@ -41,47 +46,67 @@ def select_entries(channel: Channel, arch: str | None, packages: list[str]) -> l
     return sorted(entries, key=lambda e: e.file)
 
 
-def remote_sha256s(store) -> dict[str, str]:
-    """subdir/file -> sha256 for every package the remote index lists."""
-    listed = {}
+def read_index(store) -> tuple[dict[str, dict], list[str]]:
+    """subdir/file -> repodata record for every package the remote index lists, and the index files that
+    do not parse."""
+    listed, damaged = {}, []
     for subdir in SUBDIRS:
         raw = store.read(f"{subdir}/repodata.json")
         if raw is None:
             continue
         try:
             data = json.loads(raw)
-        except json.JSONDecodeError:
-            raise UserError(f"{store.url}/{subdir}/repodata.json is damaged: re-index the channel") from None
-        for key in ("packages", "packages.conda"):
-            for name, record in (data.get(key) or {}).items():
-                listed[f"{subdir}/{name}"] = record.get("sha256", "")
-    return listed
+            for key in ("packages", "packages.conda"):
+                for name, record in (data.get(key) or {}).items():
+                    listed[f"{subdir}/{name}"] = record
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            damaged.append(f"{subdir}/repodata.json")
+    return listed, damaged
 
 
-def remote_manifest(store) -> dict[str, dict]:
-    raw = store.read(MANIFEST)
-    if raw is None:
-        return {}
-    try:
-        return dict(json.loads(raw)["packages"])
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise UserError(f"{store.url}/{MANIFEST} is damaged: remove it and publish again") from None
+def remote_sha256s(store) -> dict[str, str]:
+    """subdir/file -> sha256 for every package the remote index lists; a damaged index is an error."""
+    listed, damaged = read_index(store)
+    if damaged:
+        raise UserError(f"{store.url}/{damaged[0]} is damaged: re-index the channel (`orchestrate publish` to it "
+                        "does) or ask whoever maintains it")
+    return {file: record.get("sha256", "") for file, record in listed.items()}
 
 
-def plan_publish(entries: list[ManifestEntry], listed: dict[str, str], target_url: str) -> PublishPlan:
-    plan = PublishPlan()
-    for entry in entries:
-        remote = listed.get(entry.file)
-        if remote is None:
-            plan.to_upload.append(entry)
-        elif remote == entry.sha256:
-            plan.already_there.append(entry)
-        else:
-            raise UserError(
-                f"{target_url} already has {entry.file} with different content (sha256 {remote[:12]}…, ours "
-                f"{entry.sha256[:12]}…): a package file is never overwritten; remove it there or bump build_number"
-            )
-    return plan
+def different_content(target_url: str, entry: ManifestEntry, remote_sha: str) -> UserError:
+    return UserError(
+        f"{target_url} already has {entry.file} with different content (sha256 {remote_sha[:12]}…, ours "
+        f"{entry.sha256[:12]}…): a package file is never overwritten; remove it there or bump build_number")
+
+
+def same_package(entry: ManifestEntry, remote_sha: str, store, lookup: Lookup) -> ManifestEntry | None:
+    """The channel's entry for the file under our name when it is the same package as ours: built from
+    the same inputs (same input hash), though not byte-identical (builds record their time and paths).
+    Asks the lookup entry first, else the input hash recorded inside the channel's copy itself."""
+    recorded = parse_entry(lookup.entries.get(entry.file, {}))
+    if recorded and recorded.sha256 == remote_sha:
+        return recorded if recorded.input_hash == entry.input_hash and recorded.name == entry.name else None
+    with tempfile.TemporaryDirectory(prefix="orchestrate-compare-") as scratch:
+        copy = Path(scratch) / entry.file.split("/")[-1]
+        store.download(entry.file, copy)
+        if sha256_of(copy) != remote_sha or read_provenance(copy).get("input_hash") != entry.input_hash:
+            return None
+        return replace(entry, sha256=remote_sha, package_bytes=copy.stat().st_size)
+
+
+@dataclass
+class Placed:
+    """Where each of our packages stands after step 1 and 2."""
+
+    uploaded: list[ManifestEntry] = field(default_factory=list)
+    there: list[ManifestEntry] = field(default_factory=list)  # the same bytes were already there
+    theirs: list[ManifestEntry] = field(default_factory=list)  # another machine's copy of the same package
+    bad_entries: list[ManifestEntry] = field(default_factory=list)  # lookup entries to rewrite under the lock
+
+    @property
+    def recorded(self) -> list[ManifestEntry]:
+        """The entries the channel ends up with for our packages."""
+        return self.uploaded + self.there + self.theirs
 
 
 def publish(options: Options, target_url: str, packages: list[str], reporter: Reporter,
@@ -93,7 +118,7 @@ def publish(options: Options, target_url: str, packages: list[str], reporter: Re
     if not channel.is_channel():
         raise UserError(f"channel {channel.path} is empty: run `orchestrate build-all` first")
     target = parse_target(target_url, load_config(options.workspace), **(s3_flags or {}))
-    stops.describe(lambda: f"{target.url}'s index lists only what was indexed whole",
+    stops.describe(lambda: f"{target.url}'s index lists only whole packages",
                    "run the same command again to publish the rest")
     channel.lock(f"orchestrate publish --to {target.url}")
     try:
@@ -107,42 +132,114 @@ def publish(options: Options, target_url: str, packages: list[str], reporter: Re
         channel.unlock()
 
 
+def _complete(entries: list[ManifestEntry], channel: Channel, store: Store, listed: dict, lookup: Lookup) -> bool:
+    """Whether the channel already lists, holds whole, and records every one of our packages."""
+    for entry in entries:
+        record, recorded = listed.get(entry.file), parse_entry(lookup.entries.get(entry.file, {}))
+        if record is None or recorded is None or entry.file not in lookup.in_manifest:
+            return False
+        if record.get("sha256") != recorded.sha256 or store.size(entry.file) != record.get("size"):
+            return False
+        if recorded.sha256 != entry.sha256 and recorded.input_hash != entry.input_hash:
+            return False
+    return True
+
+
+def _place(channel: Channel, entry: ManifestEntry, store: Store, listed: dict, lookup: Lookup,
+           placed: Placed, reporter: Reporter) -> None:
+    """Step 1 and 2 for one package: its file, then its lookup entry, both create-only."""
+    record = listed.get(entry.file)
+    remote_sha = record.get("sha256", "") if record else None
+    mine = entry
+    if remote_sha is None:
+        reporter.info(f"uploading {entry.file}")
+        if store.create(entry.file, local=channel.path / entry.file):
+            placed.uploaded.append(entry)
+        else:
+            remote_sha = store.sha256(entry.file)
+            if remote_sha is None:
+                raise UserError(f"{store.url}/{entry.file} exists but is not a file: remove it there, then "
+                                "publish again")
+    if remote_sha == entry.sha256:
+        placed.there.append(entry)
+    elif remote_sha is not None:
+        mine = same_package(entry, remote_sha, store, lookup)
+        if mine is None:
+            raise different_content(store.url, entry, remote_sha)
+        placed.theirs.append(mine)
+    recorded = parse_entry(lookup.entries.get(entry.file, {}))
+    if recorded is not None and recorded.sha256 == mine.sha256:
+        return
+    if not store.create(entry_path(entry.file), data=encode_entry(mine)):
+        existing = read_entry(store, entry.file)
+        if existing is None or existing.sha256 != mine.sha256:
+            placed.bad_entries.append(mine)  # damaged, or left from a file that was removed by hand
+
+
 def _publish_to_store(channel: Channel, entries: list[ManifestEntry], store: Store, reporter: Reporter) -> int:
     store.check()
-    plan = plan_publish(entries, remote_sha256s(store), store.url)
-    manifest = remote_manifest(store)
-    missing_from_manifest = [e for e in entries if e.file not in manifest]
-    if not plan.to_upload and not missing_from_manifest:
+    listed, damaged_index = read_index(store)
+    lookup = read_lookup(store)
+    if not damaged_index and _complete(entries, channel, store, listed, lookup):
         reporter.line(f"nothing to publish: all {len(entries)} package(s) are already at {store.url}")
         return 0
-    uploaded: list[str] = []
-    try:
-        for entry in plan.to_upload:
-            reporter.info(f"uploading {entry.file}")
-            store.put(channel.path / entry.file, entry.file)
-            uploaded.append(entry.file)
-        if plan.to_upload:
-            store.index()
-    except BaseException:
-        _withdraw(store, uploaded, reporter)
-        raise
-    # The manifest is merged, never replaced: entries other machines published stay.
+    placed = Placed()
     for entry in entries:
-        manifest[entry.file] = vars(entry)
-    store.put_bytes(json.dumps({"packages": dict(sorted(manifest.items()))}, indent=1, sort_keys=True).encode(),
-                    MANIFEST)
-    reporter.line(f"published {len(plan.to_upload)} package(s) to {store.url}"
-                  + (f"; {len(plan.already_there)} already there" if plan.already_there else ""))
+        _place(channel, entry, store, listed, lookup, placed, reporter)
+    with store.exclusive(f"orchestrate publish of {len(entries)} package(s)"):
+        repaired = _repair(channel, placed, store)
+        _index_until_listed(placed.recorded, store, bool(damaged_index), reporter)
+        _derive_manifest(placed.recorded, store)
+    reporter.line(f"published {len(placed.uploaded)} package(s) to {store.url}"
+                  + (f"; {len(placed.there)} already there" if placed.there else "")
+                  + (f"; {len(placed.theirs)} kept the channel's copy (same input hash)" if placed.theirs else "")
+                  + (f"; replaced {repaired} damaged file(s)" if repaired else ""))
     return 0
 
 
-def _withdraw(store: Store, uploaded: list[str], reporter: Reporter) -> None:
-    """Take back what this run uploaded; the index was not updated, so nothing ever listed them."""
-    for relpath in uploaded:
-        try:
-            store.delete(relpath)
-        except UserError as exc:
-            reporter.error(f"could not remove {relpath} after the failure ({exc}); it is not in the index")
+def _repair(channel: Channel, placed: Placed, store: Store) -> int:
+    """Under the lock: our own packages that are missing or the wrong size at the target (removed or cut
+    short by hand, or a copy that was killed half-way where the store writes in place) go up again, and
+    lookup entries that disagree with their file are rewritten."""
+    repaired = 0
+    for entry in placed.uploaded + placed.there:
+        if store.size(entry.file) != (channel.path / entry.file).stat().st_size:
+            store.replace(entry.file, local=channel.path / entry.file)
+            repaired += 1
+    for entry in placed.bad_entries:
+        store.replace(entry_path(entry.file), data=encode_entry(entry))
+    return repaired
+
+
+def _index_until_listed(recorded: list[ManifestEntry], store: Store, damaged: bool, reporter: Reporter) -> None:
+    """Index, then read the index back: a concurrent indexer (one that takes no lock, or one that read
+    the folder before our files were there) may have written an index without them. Then index again."""
+    missing = [e.file for e in recorded]
+    for attempt in range(INDEX_ATTEMPTS):
+        store.index(force=damaged)
+        listed, damaged_now = read_index(store)
+        missing = [e.file for e in recorded if listed.get(e.file, {}).get("sha256") != e.sha256]
+        if not missing and not damaged_now:
+            return
+        damaged = bool(damaged_now)
+        reporter.info(f"the index of {store.url} lacks {len(missing)} of our package(s) after indexing "
+                      f"(another publish indexed at the same time): indexing again ({attempt + 2}/{INDEX_ATTEMPTS})")
+    raise UserError(f"{store.url}'s index still lacks {', '.join(missing[:3])} after {INDEX_ATTEMPTS} indexes: "
+                    "something else rewrites it; run the same command again once it is done")
+
+
+def _derive_manifest(recorded: list[ManifestEntry], store: Store) -> None:
+    """Re-derive orchestrate-manifest.json: what it held, plus every lookup entry whose file is listed."""
+    listed, _ = read_index(store)
+    lookup = read_lookup(store)
+    additions = {f: e for f, e in lookup.entries.items() if f in listed and f not in lookup.in_manifest}
+    additions.update({e.file: vars(e) for e in recorded})
+
+    def merged(current: bytes | None) -> bytes:
+        kept, _ = parse_manifest(current)
+        return encode_manifest({**kept, **additions})
+
+    store.update(MANIFEST, merged)
 
 
 def _publish_to_server(channel: Channel, entries: list[ManifestEntry], server: PackageServer,
@@ -152,11 +249,20 @@ def _publish_to_server(channel: Channel, entries: list[ManifestEntry], server: P
         listed = remote_sha256s(reader)
     except UserError:
         listed = {}  # a new or private channel may not be readable yet; the server itself skips duplicates
-    plan = plan_publish(entries, listed, server.url)
-    if not plan.to_upload:
-        reporter.line(f"nothing to publish: all {len(entries)} package(s) are already at {server.url}")
+    to_upload, theirs = [], 0
+    for entry in entries:
+        remote = listed.get(entry.file)
+        if remote is None:
+            to_upload.append(entry)
+        elif remote != entry.sha256:
+            if same_package(entry, remote, reader, Lookup()) is None:
+                raise different_content(server.url, entry, remote)
+            theirs += 1
+    if not to_upload:
+        reporter.line(f"nothing to publish: all {len(entries)} package(s) are already at {server.url}"
+                      + (f" ({theirs} as the channel's copy, same input hash)" if theirs else ""))
         return 0
-    server.upload([channel.path / e.file for e in plan.to_upload])
-    reporter.line(f"published {len(plan.to_upload)} package(s) to {server.url}; {server.kind} indexes them itself. "
+    server.upload([channel.path / e.file for e in to_upload])
+    reporter.line(f"published {len(to_upload)} package(s) to {server.url}; {server.kind} indexes them itself. "
                   "Package servers hold no orchestrate-manifest.json, so they serve installs, not build-cache hits")
     return 0

@@ -1,0 +1,213 @@
+"""A channel laid out as files that we read, write and index ourselves: the Store interface and a folder.
+
+Many machines may publish to one store at once, so a store offers only writes that cannot lose another
+machine's work:
+  - `create`: create-only. A package file or a lookup entry is written once and never overwritten; a second
+    writer learns that the name is taken and compares what is there.
+  - `exclusive` + `replace`: the only way to overwrite a shared file (the index's companions, a damaged
+    package), under a lock that every publisher takes.
+  - `update`: read, change and write back one shared file, under that lock or by compare-and-swap.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..channel import LockBusy, release_lock, sha256_of, take_lock
+from ..errors import UserError
+
+INDEX_LOCK = ".orchestrate-index.lock"
+LOCK_WAIT_S = 600  # indexing a large channel takes a while; a publisher waits this long for another one
+
+
+def unique_suffix() -> str:
+    """A name part that no other process, here or on another machine, uses at the same time."""
+    return f"{socket.gethostname()}-{os.getpid()}-{time.monotonic_ns()}"
+
+
+class Store:
+    """A channel as files: read, and (for writable stores) create, replace, update and index."""
+
+    url: str
+    writable = False
+
+    def read(self, relpath: str) -> bytes | None:
+        """The file's bytes, or None when the channel does not have it."""
+        raise NotImplementedError
+
+    def download(self, relpath: str, dest: Path) -> None:
+        data = self.read(relpath)
+        if data is None:
+            raise UserError(f"{self.url} lists {relpath} but does not have it: re-publish the channel")
+        dest.write_bytes(data)
+
+    def list(self, prefix: str) -> list[str] | None:
+        """Every file under the folder `prefix` (relative paths), or None when the store cannot list."""
+        return None
+
+    def check(self) -> None:
+        """Raise UserError (one line, with the fix) unless the store is reachable and usable."""
+
+    def size(self, relpath: str) -> int | None:
+        raise NotImplementedError
+
+    def sha256(self, relpath: str) -> str | None:
+        """The sha256 of the file as stored, or None when it is not there."""
+        raise NotImplementedError
+
+    def create(self, relpath: str, local: Path | None = None, data: bytes | None = None) -> bool:
+        """Write a file that must not exist yet; False (and nothing written) when the name is taken."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def exclusive(self, doing: str) -> Iterator[None]:
+        """Held while this publisher changes shared files that others may change too."""
+        yield
+
+    def replace(self, relpath: str, local: Path | None = None, data: bytes | None = None) -> None:
+        """Overwrite a shared file; only inside `exclusive`."""
+        raise NotImplementedError
+
+    def update(self, relpath: str, change: Callable[[bytes | None], bytes]) -> None:
+        """Write change(current bytes or None) back, without losing another publisher's update."""
+        raise NotImplementedError
+
+    def index(self, force: bool = False) -> None:
+        raise NotImplementedError
+
+
+class FolderStore(Store):
+    """A folder, local or on NFS. Create-only through a hard link of a finished copy (atomic on NFS too),
+    the rest under a flock on INDEX_LOCK that every publisher takes."""
+
+    writable = True
+
+    def __init__(self, path: Path):
+        self.path = Path(path).resolve()
+        self.url = self.path.as_uri()
+        self._lock_fd: int | None = None
+
+    def read(self, relpath: str) -> bytes | None:
+        try:
+            return (self.path / relpath).read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+
+    def download(self, relpath: str, dest: Path) -> None:
+        if not (self.path / relpath).is_file():
+            raise UserError(f"{self.url} lists {relpath} but does not have it: re-publish the channel")
+        shutil.copyfile(self.path / relpath, dest)
+
+    def list(self, prefix: str) -> list[str]:
+        folder = self.path / prefix
+        if not folder.is_dir():
+            return []
+        return sorted(str(p.relative_to(self.path)) for p in folder.rglob("*")
+                      if p.is_file() and not p.name.startswith("."))
+
+    def check(self) -> None:
+        if not self.path.parent.is_dir():
+            raise UserError(f"target folder {self.path.parent} does not exist: create it or fix the file:// URL")
+        try:
+            (self.path / "noarch").mkdir(parents=True, exist_ok=True)
+            probe = self.path / f".write-probe-{unique_suffix()}"
+            probe.touch(exist_ok=False)
+            probe.unlink()
+        except OSError as exc:
+            raise UserError(f"target folder {self.path} is not writable ({exc.strerror}): fix its permissions") from None
+
+    def size(self, relpath: str) -> int | None:
+        try:
+            return (self.path / relpath).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def sha256(self, relpath: str) -> str | None:
+        path = self.path / relpath
+        return sha256_of(path) if path.is_file() else None
+
+    @contextlib.contextmanager
+    def _writing(self, relpath: str, doing: str):
+        try:
+            yield
+        except OSError as exc:
+            raise UserError(f"{doing} {relpath} in {self.path} failed ({exc.strerror or exc}): "
+                            "fix the folder's permissions or free space, then publish again") from None
+
+    def _staged(self, target: Path, local: Path | None, data: bytes | None) -> Path:
+        """A finished private copy next to `target` (same filesystem, so it can be linked or renamed in).
+        Its mode is what the umask gives, like any file the user writes."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staged = target.with_name(f".{target.name}.{unique_suffix()}.incoming")
+        if local is not None:
+            shutil.copyfile(local, staged)
+        else:
+            staged.write_bytes(data)
+        return staged
+
+    def create(self, relpath: str, local: Path | None = None, data: bytes | None = None) -> bool:
+        target = self.path / relpath
+        with self._writing(relpath, "writing"):
+            staged = self._staged(target, local, data)
+            try:
+                os.link(staged, target)  # fails if the name exists: never overwrites, never half a file
+                return True
+            except FileExistsError:
+                # NFS may answer a retried link() that did succeed with EEXIST: the link count tells
+                return os.stat(staged).st_nlink > 1
+            except OSError as exc:
+                if exc.errno in (1, 95):  # EPERM, EOPNOTSUPP: a filesystem without hard links
+                    raise UserError(f"target folder {self.path} does not support hard links, which publishing "
+                                    "needs to write files create-only: use a local disk, NFS or S3") from None
+                raise
+            finally:
+                staged.unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def exclusive(self, doing: str) -> Iterator[None]:
+        holder = f"pid {os.getpid()} on {socket.gethostname()} ({doing}, since {time.strftime('%H:%M:%S')})"
+        try:
+            self._lock_fd = take_lock(self.path / INDEX_LOCK, holder, wait_s=LOCK_WAIT_S)
+        except LockBusy as busy:
+            raise UserError(f"{self.url} is being indexed by {busy.holder} for over {LOCK_WAIT_S}s: "
+                            "wait for it to finish, then publish again") from None
+        except OSError as exc:
+            raise UserError(f"cannot lock {self.path / INDEX_LOCK} ({exc.strerror or exc}): on NFS, mount with "
+                            "locking enabled (no `nolock`); fix the folder's permissions otherwise") from None
+        try:
+            yield
+        finally:
+            release_lock(self._lock_fd)
+            self._lock_fd = None
+
+    def _require_lock(self, relpath: str) -> None:
+        if self._lock_fd is None:
+            raise RuntimeError(f"{relpath} in a shared folder is only overwritten under {INDEX_LOCK}")
+
+    def replace(self, relpath: str, local: Path | None = None, data: bytes | None = None) -> None:
+        self._require_lock(relpath)
+        target = self.path / relpath
+        with self._writing(relpath, "writing"):
+            staged = self._staged(target, local, data)
+            os.replace(staged, target)  # readers see the old file or the new one, never half of one
+
+    def update(self, relpath: str, change: Callable[[bytes | None], bytes]) -> None:
+        self.replace(relpath, data=change(self.read(relpath)))
+
+    def index(self, force: bool = False) -> None:
+        from rattler.index import index_fs
+
+        self._require_lock("the index")
+        with self._writing("noarch/", "indexing"):
+            (self.path / "noarch").mkdir(parents=True, exist_ok=True)
+        try:
+            asyncio.run(index_fs(self.path, write_shards=False, force=force))
+        except Exception as exc:  # py-rattler raises plain exceptions with the Rust error text
+            raise UserError(f"indexing {self.path} failed ({' '.join(str(exc).split())[:200]}): "
+                            "fix the folder, then publish again") from None
