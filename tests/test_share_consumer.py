@@ -72,3 +72,11 @@ def test_folder_channel_becomes_absolute(tmp_path):
     result = orchestrate("consumer-manifest", "--channel", "shared", "--print", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert validate(result.stdout)["workspace"]["channels"][0] == (tmp_path / "shared").as_uri()
+
+
+def test_the_documented_container_recipe_uses_the_hint_that_solves():
+    """docs' Dockerfile installs at image build time, where no GPU is seen: it must carry the whole hint
+    (tests/test_orchestrate_build.py solves rocm-stack with it; the ISA alone solves nothing)."""
+    text = (REPO / "docs" / "getting-started.md").read_text()
+    dockerfile = text.split("```dockerfile", 1)[1].split("```", 1)[0]
+    assert f"RUN {override_hint('11.5.1')} pixi install" in dockerfile
