@@ -10,9 +10,10 @@ from . import __version__, exit_codes
 from .attention import DTYPES, Shape
 
 EXIT_CODES_HELP = (f"exit codes: {exit_codes.OK} all good (or no GPU, unless --require-gpu); "
-                   f"{exit_codes.FAILED} Flash Attention not usable (check) or a regression (bench --compare); "
+                   f"{exit_codes.FAILED} Flash Attention not usable (check), a regression (bench --compare) or "
+                   f"Flash not clearly faster than math (bench --quick --expect-speedup); "
                    f"{exit_codes.USAGE} bad arguments; {exit_codes.NO_GPU} no GPU (check with --require-gpu; bench "
-                   f"without --device cpu)")
+                   f"without --device cpu or --quick)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the architecture a package was built for: a different GPU counts as no GPU")
 
     bench = commands.add_parser("bench", help="time attention per backend and shape", epilog=EXIT_CODES_HELP)
+    bench.add_argument("--quick", action="store_true",
+                       help="the recipes' test benchmark: a few causal shapes up to S=4096, fp16 and bf16, forward "
+                            "and backward, fused backends and math, under a minute; no GPU: says so, exits 0")
+    bench.add_argument("--expect-speedup", action="store_true",
+                       help=f"with --quick: exit {exit_codes.FAILED} when a backend the architecture table says works "
+                            "here is not clearly faster than math at the largest shape")
+    bench.add_argument("--expect-arch", metavar="GFX",
+                       help="with --quick: the architecture a package was built for; another GPU counts as none")
+    bench.add_argument("--log-json", action="store_true",
+                       help="with --quick: also print the results as one JSON line for the build log")
     bench.add_argument("--shape", action="append", type=Shape.parse, metavar="B,H,S,D",
                        help="a shape to run (repeatable); replaces the default shapes")
     bench.add_argument("--dtype", action="append", choices=DTYPES, help="default: fp16 and bf16")
@@ -63,8 +74,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_quick_bench(arguments) -> int:
+    from . import bench, quick
+
+    if arguments.input:
+        try:
+            document = quick.judged_document(bench.load_document(arguments.input), arguments.expect_arch)
+        except (OSError, ValueError) as error:
+            print(f"rocm-stack-check bench: {error}", file=sys.stderr)
+            return exit_codes.USAGE
+        print(bench.format_table(document))
+    else:
+        from .environment import import_torch
+
+        torch, torch_error = import_torch()
+        if torch is None:
+            print(f"rocm-stack-check bench: no GPU: PyTorch not importable ({torch_error}); quick benchmark skipped")
+            return exit_codes.OK
+        document = quick.run_quick(torch, arguments.expect_arch, progress=lambda line: print(line, flush=True))
+        if isinstance(document, str):
+            print(document)
+            return exit_codes.OK
+    print("\n".join(quick.format_verdict(document["speedup"])))
+    if arguments.output:
+        arguments.output.write_text(json.dumps(document, indent=2) + "\n")
+        print(f"results written to {arguments.output}")
+    if arguments.log_json:
+        print(quick.log_line(document))
+    failed = arguments.expect_speedup and not document["speedup"]["passed"]
+    print(f"rocm-stack-check bench --quick: {quick.summary_line(document)}"
+          + ("" if arguments.expect_speedup else " (not enforced: no --expect-speedup)"))
+    return exit_codes.FAILED if failed else exit_codes.OK
+
+
 def run_bench(arguments) -> int:
     from . import bench
+
+    if arguments.quick:
+        return run_quick_bench(arguments)
+    quick_only = [name for name in ("expect_speedup", "expect_arch", "log_json") if getattr(arguments, name)]
+    if quick_only:
+        print(f"rocm-stack-check bench: --{quick_only[0].replace('_', '-')} goes with --quick: add --quick",
+              file=sys.stderr)
+        return exit_codes.USAGE
 
     try:
         baseline = bench.load_document(arguments.compare) if arguments.compare else None
