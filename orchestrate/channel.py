@@ -340,11 +340,18 @@ class Channel:
 
     # -- reading ----------------------------------------------------------------------------------
     def repodata_records(self) -> dict[str, dict]:
+        """subdir/file -> record, for every package the index lists. A damaged repodata.json lists nothing,
+        so recovery sees that index and manifest disagree and indexes again."""
         records = {}
         for subdir in SUBDIRS:
             path = self.path / subdir / "repodata.json"
             if path.exists():
-                data = json.loads(path.read_text())
+                try:
+                    data = json.loads(path.read_text())
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue
+                if not isinstance(data, dict):
+                    continue
                 for key in ("packages", "packages.conda"):
                     for fn, rec in (data.get(key) or {}).items():
                         records[f"{subdir}/{fn}"] = rec

@@ -2,6 +2,7 @@
 reads is readable by the team (the umask's mode, not tempfile's 0600)."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -28,7 +29,9 @@ def built(orchestrate, channel):
 
 
 def package(channel, name: str) -> Path:
-    return next(p for p in channel.path.glob("*/*.conda") if p.name.startswith(f"{name}-"))
+    """The package file of `name` in a Channel or a channel folder."""
+    root = getattr(channel, "path", channel)
+    return next(p for p in root.glob("*/*.conda") if p.name.startswith(f"{name}-"))
 
 
 def truncate(path: Path, keep: int = 100) -> None:
@@ -105,3 +108,131 @@ def test_build_all_gives_packages_of_older_runs_the_umask_mode(orchestrate, buil
     triton.chmod(0o600)  # what earlier versions left in every channel
     assert orchestrate("build-all", "--arch", ARCH, "--no-tests", "-q").code == 0
     assert oct(stat.S_IMODE(triton.stat().st_mode)) == "0o644"
+
+
+# -- orchestrate verify -----------------------------------------------------------------------------------
+
+def damage_truncated(channel) -> str:
+    triton = package(channel, "triton")
+    truncate(triton)
+    return f"linux-64/{triton.name}"
+
+
+def damage_deleted(channel) -> str:
+    vllm = package(channel, "vllm")
+    vllm.unlink()
+    return f"linux-64/{vllm.name}"
+
+
+def damage_unlisted(channel) -> str:
+    stray = channel.path / "noarch" / "stray-1.0-h0_0.conda"
+    stray.write_bytes(package(channel, "rocm-stack-check").read_bytes())
+    return "noarch/stray-1.0-h0_0.conda"
+
+
+def damage_wrong_entry(channel) -> str:
+    manifest_path = channel.path / "orchestrate-manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    file = f"linux-64/{package(channel, 'pytorch').name}"
+    manifest["packages"][file]["sha256"] = "0" * 64
+    manifest_path.write_text(json.dumps(manifest))
+    return file
+
+
+def damage_index(channel) -> str:
+    (channel.path / "linux-64" / "repodata.json").write_text('{"packages.conda": {"broken')
+    return "linux-64/repodata.json"
+
+
+DAMAGES = {
+    # name: (damage, what the line says, the fix it names)
+    "truncated package": (damage_truncated, "but the index lists", "orchestrate build-all --arch gfx1151"),
+    "deleted package": (damage_deleted, "but not there", "orchestrate build-all --arch gfx1151"),
+    "unlisted file": (damage_unlisted, "not listed in noarch/repodata.json", "orchestrate build-all"),
+    "manifest entry with the wrong sha256": (damage_wrong_entry, "the build-cache lookup records sha256 000000000000",
+                                             ".superseded/"),
+    "damaged repodata.json": (damage_index, "does not parse", "orchestrate build-all"),
+}
+
+
+def problem_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if " — " in line]
+
+
+def test_verify_a_clean_channel_exits_0(orchestrate, built):
+    result = orchestrate("verify")
+    assert result.code == 0, result.out + result.err
+    assert "10 package(s) and 10 lookup entries checked; every file is there" in result.out
+    assert not problem_lines(result.out)
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_verify_names_each_problem_and_its_fix_works(orchestrate, built, damage):
+    channel = built
+    do, says, fix = DAMAGES[damage]
+    file = do(channel)
+    result = orchestrate("verify")
+    assert result.code == 1, result.out + result.err
+    [line] = problem_lines(result.out)
+    assert line.startswith(f"{file}: ") and says in line and fix in line, line
+    assert "Traceback" not in result.out + result.err
+    assert "1 problem(s)" in result.err
+
+    if "folder, then run" in line:  # the fix says to move the package aside first
+        kept = channel.path / ".superseded" / "by-hand" / file
+        kept.parent.mkdir(parents=True)
+        (channel.path / file).rename(kept)
+    rebuilt = orchestrate("build-all", "--arch", ARCH, "--no-tests", "-q")
+    assert rebuilt.code == 0, rebuilt.err
+    after = orchestrate("verify")
+    assert after.code == 0, after.out
+
+
+def test_verify_json_for_scripts(orchestrate, built):
+    channel = built
+    truncated, deleted = damage_truncated(channel), damage_deleted(channel)
+    result = orchestrate("verify", "--json")
+    assert result.code == 1
+    report = json.loads(result.out)
+    assert report["ok"] is False and report["packages"] == 10
+    assert {(p["file"], p["kind"]) for p in report["problems"]} == {(truncated, "damaged"), (deleted, "missing")}
+    assert all(p["fix"] for p in report["problems"])
+
+    quick = orchestrate("verify", "--json", "--channel", str(channel.path), "--quick")
+    assert quick.code == 1 and json.loads(quick.out)["notes"] == ["--quick: sizes compared, sha256 not"]
+    missing = orchestrate("verify", "--json", "--channel", str(channel.path / "nowhere"))
+    assert missing.code == 2 and "does not exist" in json.loads(missing.out)["error"]
+
+
+@pytest.mark.parametrize("where", ["not a channel", "missing folder", "unreachable http", "s3 without endpoint"])
+def test_verify_what_cannot_be_read_is_one_line(orchestrate, tmp_path, where):
+    from share_helpers import free_port
+
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt").write_text("not a channel")
+    argument = {"not a channel": ["--channel", tmp_path / "notes"],
+                "missing folder": ["--from", (tmp_path / "nowhere").as_uri()],
+                "unreachable http": ["--from", f"http://127.0.0.1:{free_port()}/channel"],
+                "s3 without endpoint": ["--from", "s3://team/stack", "--s3-endpoint-url",
+                                        f"http://127.0.0.1:{free_port()}"]}[where]
+    result = orchestrate("verify", *argument)
+    assert result.code == 2, result.out + result.err
+    lines = [line for line in result.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.err
+    assert "Traceback" not in result.err
+
+
+def test_verify_a_published_folder(orchestrate, built, tmp_path):
+    shared = tmp_path / "shared"
+    assert orchestrate("publish", "--to", shared.as_uri()).code == 0
+    clean = orchestrate("verify", "--from", shared.as_uri())
+    assert clean.code == 0, clean.out + clean.err
+
+    file = damage_truncated(shared)
+    result = orchestrate("verify", "--from", shared.as_uri())
+    assert result.code == 1
+    [line] = problem_lines(result.out)
+    assert line.startswith(f"{file}: size 100 but the index lists")
+    assert f"orchestrate publish --to {shared.as_uri()}" in line
+    assert orchestrate("publish", "--to", shared.as_uri()).code == 0  # what the line says to do
+    assert orchestrate("verify", "--from", shared.as_uri()).code == 0

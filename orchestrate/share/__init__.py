@@ -100,10 +100,51 @@ def _run_consumer(args, reporter) -> int:
     return 0
 
 
+def _verify_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--channel", type=Path, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
+    where.add_argument("--from", dest="source", metavar="URL",
+                       help="a shared channel instead: a folder, file:///dir, s3://bucket/channel or http(s)://")
+    parser.add_argument("--quick", action="store_true",
+                        help="compare sizes only: no sha256, so nothing is downloaded from a remote channel")
+    parser.add_argument("--json", action="store_true", help="write the result as one JSON object, for scripts")
+    parser.add_argument("--quiet", "-q", action="store_true", help="problems and the verdict only")
+    _s3_arguments(parser)
+
+
+def _verify_target(args):
+    """The store `verify` checks, and whether it is the local channel."""
+    from .store import FolderStore
+    from .targets import PackageServer, parse_target
+
+    if args.source:
+        try:
+            workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
+        except UserError:
+            if args.workspace:
+                raise
+            workspace = None  # checking a team channel needs no workspace
+        target = parse_target(args.source, load_config(workspace) if workspace else {}, **_s3_flags(args))
+        return (target.reader() if isinstance(target, PackageServer) else target), False
+    path = args.channel.resolve() if args.channel else _options(args).channel
+    if not path.is_dir():
+        raise UserError(f"channel {path} does not exist: pass --channel DIR with a channel, or --from URL")
+    return FolderStore(path), True
+
+
+def _run_verify(args, reporter) -> int:
+    from .verify import run
+
+    return run(args, reporter, lambda: _verify_target(args))
+
+
 # (name, help, add_arguments, run) for each command
 COMMANDS = [
     ("serve", "serve the local channel over HTTP (loopback unless --host says otherwise)", _serve_arguments, _run_serve),
     ("publish", "upload the channel's packages to a shared channel, then index it", _publish_arguments, _run_publish),
     ("consumer-manifest", "write a pixi.toml that installs the stack from a shared channel", _consumer_arguments,
      _run_consumer),
+    ("verify", "check that a channel holds every file its index and build-cache lookup list, whole",
+     _verify_arguments, _run_verify),
 ]

@@ -16,12 +16,14 @@ Target URLs:
 """
 from __future__ import annotations
 
+import hashlib
 import shutil
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..errors import UserError
 from . import credentials
@@ -45,8 +47,9 @@ class HttpStore(Store):
         token = credentials.conda_token(self.host)
         self._base = (f"{parsed.scheme}://{parsed.netloc}/t/{token}{parsed.path}" if token else self.url)
 
-    def _open(self, relpath: str):
-        request = urllib.request.Request(f"{self._base}/{relpath}", headers=credentials.http_auth_header(self.host))
+    def _open(self, relpath: str, method: str = "GET"):
+        request = urllib.request.Request(f"{self._base}/{relpath}", headers=credentials.http_auth_header(self.host),
+                                         method=method)
         return urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S)
 
     def _explain(self, exc: Exception, relpath: str) -> UserError:
@@ -57,10 +60,11 @@ class HttpStore(Store):
         return UserError(f"cannot reach {self.url} ({credentials.redact(str(reason))}): "
                          "check the URL and that the server is running")
 
-    def read(self, relpath: str) -> bytes | None:
+    def _answer(self, relpath: str, use: Callable, method: str = "GET"):
+        """use(response) for the file, or None when the channel does not have it (HTTP 404)."""
         try:
-            with self._open(relpath) as response:
-                return response.read()
+            with self._open(relpath, method) as response:
+                return use(response)
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 return None
@@ -68,12 +72,32 @@ class HttpStore(Store):
         except (urllib.error.URLError, OSError) as exc:
             raise self._explain(exc, relpath) from None
 
+    def read(self, relpath: str) -> bytes | None:
+        return self._answer(relpath, lambda response: response.read())
+
     def download(self, relpath: str, dest: Path) -> None:
-        try:
-            with self._open(relpath) as response, open(dest, "wb") as out:
+        def save(response) -> bool:
+            with open(dest, "wb") as out:
                 shutil.copyfileobj(response, out, 1 << 20)
-        except (urllib.error.URLError, OSError) as exc:
-            raise self._explain(exc, relpath) from None
+            return True
+
+        if self._answer(relpath, save) is None:
+            raise UserError(f"{self.url} lists {relpath} but does not have it: re-publish the channel")
+
+    def size(self, relpath: str) -> int | None:
+        length = self._answer(relpath, lambda response: response.headers.get("Content-Length") or "", "HEAD")
+        if length is None or length.isdigit():
+            return None if length is None else int(length)
+        return self._answer(relpath, lambda response: sum(len(c) for c in iter(lambda: response.read(1 << 20), b"")))
+
+    def sha256(self, relpath: str) -> str | None:
+        def digest(response) -> str:
+            h = hashlib.sha256()
+            for chunk in iter(lambda: response.read(1 << 20), b""):
+                h.update(chunk)
+            return h.hexdigest()
+
+        return self._answer(relpath, digest)
 
 
 @dataclass

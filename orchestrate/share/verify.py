@@ -1,0 +1,216 @@
+"""`orchestrate verify`: does a channel hold what its index and its build-cache lookup say it holds?
+
+For the local channel (`--channel DIR`, default the workspace's) or a shared one (`--from URL`: a folder,
+file://, s3://, http(s)://), one problem per line, each naming the file and what to do:
+  - every package file the index (<subdir>/repodata.json) lists is there, with the listed size and sha256;
+  - every package file in a subdir is listed (where the store can list its files; HTTP cannot);
+  - every lookup entry (what each package was built from) names a listed file with the same sha256;
+  - every subdir's repodata.json parses.
+A clean channel exits 0, any problem 1; `--json` writes the same as one JSON object for scripts.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from ..channel import MANIFEST, PACKAGE_SUFFIXES, SUBDIRS
+from ..errors import UserError
+from ..ui import Reporter
+from .lookup import read_lookup
+from .store import Store
+
+INDEX = "repodata.json"
+PROBLEMS_EXIT = 1
+
+
+@dataclass
+class Problem:
+    file: str  # channel-relative: noarch/foo-1.0-h1_0.conda, linux-64/repodata.json, orchestrate-manifest.json
+    kind: str  # damaged, missing, unlisted, wrong-entry, unlisted-entry, damaged-index, damaged-lookup
+    detail: str
+    fix: str
+
+    def line(self) -> str:
+        return f"{self.file}: {self.detail} — {self.fix}"
+
+
+@dataclass
+class Verification:
+    channel: str
+    packages: int = 0  # listed package files checked
+    entries: int = 0  # lookup entries checked
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be checked, and why
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_json(self) -> str:
+        return json.dumps({"channel": self.channel, "ok": self.ok, "packages": self.packages,
+                           "entries": self.entries, "problems": [asdict(p) for p in self.problems],
+                           "notes": self.notes}, indent=1)
+
+
+class Fixes:
+    """What to do about each problem, worded for the local channel (build-all repairs it) or a shared one
+    (publish again from a machine whose channel holds the package)."""
+
+    def __init__(self, local: bool, url: str, arch_of: dict[str, str], writable: bool = True):
+        self.local, self.url, self.arch_of = local, url, arch_of
+        self.publish = (f"`orchestrate publish --to {url}`" if writable
+                        else f"`orchestrate publish --to` the folder or bucket behind {url}")
+
+    def _build_all(self, file: str) -> str:
+        arch = self.arch_of.get(file, "")
+        return f"`orchestrate build-all{f' --arch {arch}' if arch and arch != 'noarch' else ''}`"
+
+    def damaged(self, file: str, size_ok: bool) -> str:
+        if not self.local:
+            return f"damaged; publish it again from a machine whose channel holds it: {self.publish}"
+        if size_ok:  # build-all only compares sizes, so it needs the damaged file out of the way
+            return (f"damaged; move it into the channel's .superseded/ folder, then run {self._build_all(file)} "
+                    "to rebuild it or take it from a cache channel")
+        return (f"damaged; run {self._build_all(file)}: it moves the file to .superseded/ and rebuilds it "
+                "or takes it from a cache channel")
+
+    def missing(self, file: str) -> str:
+        if not self.local:
+            return f"publish it again from a machine whose channel holds it: {self.publish}"
+        return f"run {self._build_all(file)}: it re-indexes the channel and rebuilds the package or takes it from a cache"
+
+    def unlisted(self, file: str) -> str:
+        if not self.local:
+            return f"run {self.publish} again: it re-indexes the channel"
+        return ("run `orchestrate build-all`: it indexes the file if this workspace built it, or moves it "
+                "to .superseded/")
+
+    def wrong_entry(self, file: str) -> str:
+        if not self.local:
+            return f"publish the package again from the machine that built it: {self.publish}"
+        return (f"move the package into the channel's .superseded/ folder, then run {self._build_all(file)} to "
+                "build and record it again")
+
+    def damaged_index(self) -> str:
+        if not self.local:
+            return f"run {self.publish} again: it re-indexes the channel"
+        return "run `orchestrate build-all`: it re-indexes the channel"
+
+    def damaged_lookup(self) -> str:
+        if not self.local:
+            return f"remove it there and run {self.publish} again from each machine that published"
+        return ("the record of what each package was built from is lost: restore it from a backup, or move the "
+                "channel folder aside and build again")
+
+
+def verify(store: Store, local: bool, quick: bool = False) -> Verification:
+    """Check every claim the channel's index and lookup make against the files it holds."""
+    result = Verification(store.url)
+    lookup = read_lookup(store)
+    fixes = Fixes(local, store.url, {f: str(e.get("arch", "")) for f, e in lookup.entries.items()},
+                  store.writable)
+    indexes = _read_indexes(store, fixes, result)
+    if not indexes and not lookup.entries and not lookup.damaged and not result.problems:
+        raise UserError(f"{store.url} is not a conda channel (no noarch/{INDEX}): check the "
+                        f"{'--channel folder' if local else '--from URL'}")
+    listed = {f: r for records in indexes.values() for f, r in records.items()}
+    for file, record in sorted(listed.items()):
+        result.packages += 1
+        _check_package(store, file, record, quick, fixes, result)
+    # a subdir whose index does not parse: every file in it would be "unlisted"; its one line says it all
+    unreadable = {p.file.split("/")[0] for p in result.problems if p.kind == "damaged-index"}
+    for subdir in sorted(set(SUBDIRS) - unreadable):
+        present = store.list(subdir)
+        if present is None:
+            result.notes.append(f"{store.url} cannot list its files (HTTP): files the index does not list "
+                                "are not looked for")
+            break
+        for relpath in present:
+            name = relpath[len(subdir) + 1:]
+            if "/" not in name and name.endswith(PACKAGE_SUFFIXES) and relpath not in listed:
+                result.problems.append(Problem(relpath, "unlisted", f"not listed in {subdir}/{INDEX}",
+                                               fixes.unlisted(relpath)))
+    for relpath in lookup.damaged:
+        result.problems.append(Problem(relpath, "damaged-lookup", "does not parse", fixes.damaged_lookup()))
+    for file, entry in sorted(lookup.entries.items()):
+        result.entries += 1
+        if file.split("/")[0] in unreadable:
+            continue
+        if file not in listed:
+            result.problems.append(Problem(file, "unlisted-entry", "the build-cache lookup records it, but the "
+                                           "index does not list it", fixes.missing(file)))
+        elif entry.get("sha256") != listed[file].get("sha256"):
+            result.problems.append(Problem(
+                file, "wrong-entry", f"the build-cache lookup records sha256 {str(entry.get('sha256'))[:12]}…, "
+                f"the index {str(listed[file].get('sha256'))[:12]}…", fixes.wrong_entry(file)))
+    if quick:
+        result.notes.append("--quick: sizes compared, sha256 not")
+    return result
+
+
+def _read_indexes(store: Store, fixes: Fixes, result: Verification) -> dict[str, dict[str, dict]]:
+    """subdir -> {subdir/file: record} for every subdir whose repodata.json parses; a damaged one is a problem."""
+    indexes = {}
+    for subdir in SUBDIRS:
+        relpath = f"{subdir}/{INDEX}"
+        raw = store.read(relpath)
+        if raw is None:
+            continue
+        try:
+            data = json.loads(raw)
+            records = {f"{subdir}/{name}": dict(record) for key in ("packages", "packages.conda")
+                       for name, record in (data.get(key) or {}).items()}
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError, ValueError):
+            result.problems.append(Problem(relpath, "damaged-index", "does not parse as a conda index",
+                                           fixes.damaged_index()))
+            continue
+        indexes[subdir] = records
+    return indexes
+
+
+def _check_package(store: Store, file: str, record: dict, quick: bool, fixes: Fixes, result: Verification) -> None:
+    size = store.size(file)
+    if size is None:
+        result.problems.append(Problem(file, "missing", f"listed in {file.split('/')[0]}/{INDEX} but not there",
+                                       fixes.missing(file)))
+        return
+    listed_size = record.get("size")
+    if listed_size is not None and size != listed_size:
+        result.problems.append(Problem(file, "damaged", f"size {size} but the index lists {listed_size}",
+                                       fixes.damaged(file, size_ok=False)))
+        return
+    if quick:
+        return
+    actual = store.sha256(file)
+    if actual != record.get("sha256"):
+        result.problems.append(Problem(file, "damaged", f"sha256 {str(actual)[:12]}… but the index lists "
+                                       f"{str(record.get('sha256'))[:12]}…", fixes.damaged(file, size_ok=True)))
+
+
+def run(args, reporter: Reporter, open_store: Callable[[], tuple[Store, bool]]) -> int:
+    """The command: one line per problem (stdout), or --json; exit 0 when clean, 1 with problems, and one
+    error line (2) when the channel cannot be read at all. `open_store` gives the store and whether it is
+    the local channel (whose fixes are build-all's)."""
+    try:
+        store, local = open_store()
+        result = verify(store, local, args.quick)
+    except UserError as exc:
+        if not args.json:
+            raise
+        reporter.line(json.dumps({"ok": False, "error": str(exc)}))
+        return exc.exit_code
+    if args.json:
+        reporter.line(result.as_json())
+        return 0 if result.ok else PROBLEMS_EXIT
+    for problem in result.problems:
+        reporter.line(problem.line())
+    for note in result.notes:
+        reporter.info(f"note: {note}")
+    checked = f"{result.packages} package(s) and {result.entries} lookup entries checked"
+    if result.ok:
+        reporter.line(f"{result.channel}: {checked}; every file is there, whole and listed")
+        return 0
+    reporter.error(f"{result.channel}: {len(result.problems)} problem(s) ({checked}); each line above says what "
+                   "to do")
+    return PROBLEMS_EXIT
