@@ -9,6 +9,7 @@ silently runs no faster than the unfused reference fails its tests instead of re
 from __future__ import annotations
 
 import json
+import time
 
 from .attention import Shape
 from .bench import PASSES, TimingSettings, row_key
@@ -148,7 +149,8 @@ def run_quick(torch, expect_arch: str | None, progress=print) -> dict | str:
                 "quick benchmark skipped")
     if expect_arch and found.arch != expect_arch:
         return f"rocm-stack-check bench: GPU is {found.arch}, not the expected {expect_arch}: quick benchmark skipped"
+    started = time.perf_counter()
     document = run_benchmark(torch, "cuda", QUICK_SHAPES, ("fp16", "bf16"), QUICK_CAUSAL, QUICK_BACKENDS,
                              QUICK_TIMING, PASSES, progress=progress)
-    document["settings"]["mode"] = "quick"
+    document["settings"].update(mode="quick", wall_seconds=round(time.perf_counter() - started, 1))
     return judged_document(document, expect_arch)
