@@ -16,14 +16,12 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
-from . import detect, runner
+from . import detect, runner, web
 from .architectures import ARCH_OVERRIDE_ENV, FLASH_ATTN_BACKENDS, GPU_OVERRIDE_ENV, GPU_OVERRIDE_ON, Architecture, ArchitectureTable, override_hint
 from .channels import FIX_CHANNEL, base_url, local_folder
 from .diagnose import FIX_SOURCE
@@ -92,16 +90,12 @@ Probe = Callable[[str, float], tuple[int | None, str]]
 
 def probe_url(url: str, timeout: float = PROBE_TIMEOUT_S) -> tuple[int | None, str]:
     """(HTTP status, "") when a server answered, (None, why) when none did. Honours HTTPS_PROXY."""
-    request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "orchestrate-doctor"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, ""
-    except urllib.error.HTTPError as exc:
+        return web.head(url, timeout), ""
+    except web.HTTPStatus as exc:
         return exc.code, ""
-    except urllib.error.URLError as exc:
-        return None, str(exc.reason)
-    except (OSError, ValueError) as exc:
-        return None, str(exc) or type(exc).__name__
+    except web.Unreachable as exc:
+        return None, str(exc)
 
 
 def run_doctor(options: Options, machine: Machine | None = None, probe: Probe | None = None

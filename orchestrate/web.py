@@ -1,13 +1,17 @@
-"""One HTTP GET for every lookup the orchestrator makes itself (PyPI's JSON, AMD's index): urllib's many
+"""One HTTP client for every request the orchestrator makes itself (PyPI's JSON, AMD's index, doctor's probes,
+an HTTP channel's files): urllib's many
 failures become two kinds a caller can word for its user, "nothing answered" and "answered with an error".
 Also where PyPI lookups go (--pypi-url / $ORCHESTRATE_PYPI_URL), for `pins` and `pypi add` alike."""
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import UserError
@@ -36,17 +40,42 @@ class Response:
     url: str  # after redirects: relative links on the page are relative to it
 
 
-def get(url: str, timeout: float, accept: str = "application/json") -> Response:
-    request = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": USER_AGENT})
+# How "nothing answered" looks to urllib besides URLError: a timeout, a connection refused or cut mid-answer
+# (and, when sending, a URL it cannot send: ValueError, unknown url type).
+_UNANSWERED = (socket.timeout, TimeoutError, ConnectionError, http.client.HTTPException)
+
+
+@contextmanager
+def opened(url: str, timeout: float, accept: str = "*/*", headers: dict[str, str] | None = None,
+           method: str = "GET") -> Iterator[http.client.HTTPResponse]:
+    """The response, open to be read or streamed; failing to connect, or a connection that breaks while the
+    block reads, becomes HTTPStatus or Unreachable (the block's other errors, a full disk say, are left alone)."""
+    request = urllib.request.Request(url, method=method,
+                                     headers={"Accept": accept, "User-Agent": USER_AGENT, **(headers or {})})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return Response(response.read(), response.headers.get("Content-Type", ""), response.geturl())
+        response = urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as exc:
         raise HTTPStatus(url, exc.code) from None
     except urllib.error.URLError as exc:
         raise Unreachable(str(exc.reason)) from None
-    except (socket.timeout, TimeoutError, ConnectionError) as exc:
+    except _UNANSWERED + (ValueError,) as exc:
         raise Unreachable(str(exc) or exc.__class__.__name__) from None
+    with response:
+        try:
+            yield response
+        except _UNANSWERED as exc:
+            raise Unreachable(str(exc) or exc.__class__.__name__) from None
+
+
+def get(url: str, timeout: float, accept: str = "application/json", headers: dict[str, str] | None = None) -> Response:
+    with opened(url, timeout, accept, headers) as response:
+        return Response(response.read(), response.headers.get("Content-Type", ""), response.geturl())
+
+
+def head(url: str, timeout: float) -> int:
+    """The HTTP status a server answers a HEAD request with (an error status raises HTTPStatus)."""
+    with opened(url, timeout, method="HEAD") as response:
+        return response.status
 
 
 def get_json(url: str, timeout: float) -> dict:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .. import web
 from ..errors import UserError
 from . import credentials
 from .s3 import S3Options, S3Store, s3_options
@@ -47,29 +46,25 @@ class HttpStore(Store):
         token = credentials.conda_token(self.host)
         self._base = (f"{parsed.scheme}://{parsed.netloc}/t/{token}{parsed.path}" if token else self.url)
 
-    def _open(self, relpath: str, method: str = "GET"):
-        request = urllib.request.Request(f"{self._base}/{relpath}", headers=credentials.http_auth_header(self.host),
-                                         method=method)
-        return urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S)
-
     def _explain(self, exc: Exception, relpath: str) -> UserError:
-        if isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403):
+        if isinstance(exc, web.HTTPStatus) and exc.code in (401, 403):
             return UserError(f"{self.url} refused access to {relpath} (HTTP {exc.code}): "
                              f"log in with `pixi auth login {self.host}` or set {credentials.AUTH_FILE_ENV}")
-        reason = getattr(exc, "reason", None) or exc
-        return UserError(f"cannot reach {self.url} ({credentials.redact(str(reason))}): "
+        reason = f"HTTP {exc.code}" if isinstance(exc, web.HTTPStatus) else str(exc)
+        return UserError(f"cannot reach {self.url} ({credentials.redact(reason)}): "
                          "check the URL and that the server is running")
 
     def _answer(self, relpath: str, use: Callable, method: str = "GET"):
         """use(response) for the file, or None when the channel does not have it (HTTP 404)."""
         try:
-            with self._open(relpath, method) as response:
+            with web.opened(f"{self._base}/{relpath}", HTTP_TIMEOUT_S, headers=credentials.http_auth_header(self.host),
+                            method=method) as response:
                 return use(response)
-        except urllib.error.HTTPError as exc:
+        except web.HTTPStatus as exc:
             if exc.code == 404:
                 return None
             raise self._explain(exc, relpath) from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (web.Unreachable, OSError) as exc:
             raise self._explain(exc, relpath) from None
 
     def read(self, relpath: str) -> bytes | None:
