@@ -236,3 +236,45 @@ def test_verify_a_published_folder(orchestrate, built, tmp_path):
     assert f"orchestrate publish --to {shared.as_uri()}" in line
     assert orchestrate("publish", "--to", shared.as_uri()).code == 0  # what the line says to do
     assert orchestrate("verify", "--from", shared.as_uri()).code == 0
+
+
+def test_verify_an_s3_channel(orchestrate, built, monkeypatch):
+    from share_helpers import S3_ENV, moto_server, s3_client
+
+    with moto_server() as endpoint:
+        client = s3_client(endpoint)
+        client.create_bucket(Bucket="team")
+        for name, value in {**S3_ENV, "AWS_ENDPOINT_URL": endpoint}.items():
+            monkeypatch.setenv(name, value)
+        assert orchestrate("publish", "--to", "s3://team/stack").code == 0
+        clean = orchestrate("verify", "--from", "s3://team/stack", "--json")
+        assert clean.code == 0, clean.out
+        assert json.loads(clean.out)["packages"] == 10 and json.loads(clean.out)["entries"] == 10
+
+        file = f"linux-64/{package(built, 'aiter').name}"
+        client.delete_object(Bucket="team", Key=f"stack/{file}")
+        client.put_object(Bucket="team", Key="stack/noarch/stray-1.0-h0_0.conda", Body=b"not a package")
+        result = orchestrate("verify", "--from", "s3://team/stack")
+        assert result.code == 1
+        lines = problem_lines(result.out)
+        assert len(lines) == 2, result.out
+        assert lines[0].startswith(f"{file}: listed in linux-64/repodata.json but not there")
+        assert "orchestrate publish --to s3://team/stack" in lines[0]
+        assert lines[1].startswith("noarch/stray-1.0-h0_0.conda: not listed in noarch/repodata.json")
+
+
+def test_verify_over_http_names_a_damaged_package(built, tmp_path):
+    import sys
+
+    from share_helpers import free_port, orchestrate as child, running
+
+    file = damage_truncated(built)
+    port = free_port()
+    command = [sys.executable, "-m", "orchestrate", "serve", "--channel", str(built.path), "--port", str(port)]
+    with running(command, port):
+        result = child("verify", "--from", f"http://127.0.0.1:{port}", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    [line] = problem_lines(result.stdout)
+    assert line.startswith(f"{file}: size 100 but the index lists")
+    assert f"`orchestrate publish --to` the folder or bucket behind http://127.0.0.1:{port}" in line
+    assert "cannot list its files (HTTP)" in result.stdout

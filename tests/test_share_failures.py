@@ -83,6 +83,14 @@ def test_bad_credentials(built, iam_s3):
     assert bucket_keys(good, "team") == {}
 
 
+def test_verify_with_bad_credentials_is_one_line(iam_s3, tmp_path):
+    endpoint, _ = iam_s3
+    env = {"AWS_ACCESS_KEY_ID": "AKIANOTAREALKEY00000", "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1"}
+    result = orchestrate("verify", "--from", "s3://team/stack", "--s3-endpoint-url", endpoint, cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    assert "refused the credentials" in one_error_line(result)
+
+
 def test_bucket_that_does_not_exist(built):
     with moto_server() as endpoint:
         line = one_error_line(publish(built, "s3://no-such-bucket/stack", S3_ENV, "--s3-endpoint-url", endpoint))

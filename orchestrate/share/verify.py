@@ -18,6 +18,7 @@ from ..channel import MANIFEST, PACKAGE_SUFFIXES, SUBDIRS
 from ..errors import UserError
 from ..ui import Reporter
 from .lookup import read_lookup
+from .publish import read_index
 from .store import Store
 
 INDEX = "repodata.json"
@@ -68,7 +69,8 @@ class Fixes:
 
     def damaged(self, file: str, size_ok: bool) -> str:
         if not self.local:
-            return f"damaged; publish it again from a machine whose channel holds it: {self.publish}"
+            then = "remove it there, then " if size_ok else ""  # publish replaces a file of the wrong size itself
+            return f"damaged; {then}publish it again from a machine whose channel holds it: {self.publish}"
         if size_ok:  # build-all only compares sizes, so it needs the damaged file out of the way
             return (f"damaged; move it into the channel's .superseded/ folder, then run {self._build_all(file)} "
                     "to rebuild it or take it from a cache channel")
@@ -82,7 +84,8 @@ class Fixes:
 
     def unlisted(self, file: str) -> str:
         if not self.local:
-            return f"run {self.publish} again: it re-indexes the channel"
+            return (f"if a publish was stopped, run it again on that machine ({self.publish}): it indexes the "
+                    "file; otherwise remove the file there")
         return ("run `orchestrate build-all`: it indexes the file if this workspace built it, or moves it "
                 "to .superseded/")
 
@@ -99,7 +102,7 @@ class Fixes:
 
     def damaged_lookup(self) -> str:
         if not self.local:
-            return f"remove it there and run {self.publish} again from each machine that published"
+            return f"run {self.publish} again from a machine that published to it: it writes it again"
         return ("the record of what each package was built from is lost: restore it from a backup, or move the "
                 "channel folder aside and build again")
 
@@ -110,11 +113,13 @@ def verify(store: Store, local: bool, quick: bool = False) -> Verification:
     lookup = read_lookup(store)
     fixes = Fixes(local, store.url, {f: str(e.get("arch", "")) for f, e in lookup.entries.items()},
                   store.writable)
-    indexes = _read_indexes(store, fixes, result)
-    if not indexes and not lookup.entries and not lookup.damaged and not result.problems:
+    listed, damaged_indexes = read_index(store)
+    if not (listed or damaged_indexes or lookup.entries or lookup.damaged) and store.size(f"noarch/{INDEX}") is None:
         raise UserError(f"{store.url} is not a conda channel (no noarch/{INDEX}): check the "
                         f"{'--channel folder' if local else '--from URL'}")
-    listed = {f: r for records in indexes.values() for f, r in records.items()}
+    for relpath in damaged_indexes:
+        result.problems.append(Problem(relpath, "damaged-index", "does not parse as a conda index",
+                                       fixes.damaged_index()))
     for file, record in sorted(listed.items()):
         result.packages += 1
         _check_package(store, file, record, quick, fixes, result)
@@ -147,26 +152,6 @@ def verify(store: Store, local: bool, quick: bool = False) -> Verification:
     if quick:
         result.notes.append("--quick: sizes compared, sha256 not")
     return result
-
-
-def _read_indexes(store: Store, fixes: Fixes, result: Verification) -> dict[str, dict[str, dict]]:
-    """subdir -> {subdir/file: record} for every subdir whose repodata.json parses; a damaged one is a problem."""
-    indexes = {}
-    for subdir in SUBDIRS:
-        relpath = f"{subdir}/{INDEX}"
-        raw = store.read(relpath)
-        if raw is None:
-            continue
-        try:
-            data = json.loads(raw)
-            records = {f"{subdir}/{name}": dict(record) for key in ("packages", "packages.conda")
-                       for name, record in (data.get(key) or {}).items()}
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError, ValueError):
-            result.problems.append(Problem(relpath, "damaged-index", "does not parse as a conda index",
-                                           fixes.damaged_index()))
-            continue
-        indexes[subdir] = records
-    return indexes
 
 
 def _check_package(store: Store, file: str, record: dict, quick: bool, fixes: Fixes, result: Verification) -> None:
