@@ -29,6 +29,7 @@ from .errors import UserError
 from .options import ARCH_ENV, Options, find_workspace
 from .sources import Source
 from .ui import Reporter
+from .yaml_files import read_mapping
 from .web import DEFAULT_PYPI_URL, PYPI_URL_ENV, Unreachable
 from .upstreams import ADVISORY, Component, Coupling, Pins, ReleaseSource, Upstreams, parse_version, read_pins
 
@@ -110,7 +111,7 @@ def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = package
     if prebuilt is None:
         raise UserError(f"{variants / amd.PREBUILT_FILE} does not exist: nothing to lock (it declares AMD's artifacts)")
     table = ArchitectureTable.load(variants)
-    shared = amd.read_yaml_mapping(variants / "shared.yaml")
+    shared = read_mapping(variants / "shared.yaml")
     # what the declarations' templates may name: the pins, and each architecture's own keys (torch_device_family)
     result = amd.lock(prebuilt, table.names(), lambda arch: {**shared, **table.get(arch).variant_keys()}, timeout)
     path = amd.write_lock(prebuilt, result, table.names())

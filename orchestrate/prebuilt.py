@@ -20,6 +20,7 @@ from packaging.version import Version
 from . import web
 from .architectures import Architecture
 from .errors import UserError
+from .yaml_files import read_mapping
 from .package_index import DEFAULT_TIMEOUT, IndexFile, file_matches, pick_file, project_page, read_project, versions_of, with_slash
 
 PREBUILT_FILE = "prebuilt.yaml"
@@ -95,7 +96,7 @@ class Prebuilt:
         path = Path(variants_dir) / PREBUILT_FILE
         if not path.is_file():
             return None
-        data = read_yaml_mapping(path)
+        data = read_mapping(path)
         index = str(data.get("index") or "")
         if not index.startswith(("http://", "https://")) or not isinstance(data.get("artifacts"), dict):
             raise UserError(f"{path}: needs `index: https://…/` and an `artifacts:` mapping: fix the file")
@@ -112,7 +113,7 @@ class Prebuilt:
     def _load_lock(self) -> None:
         if not self.lock_path.is_file():
             return
-        data = read_yaml_mapping(self.lock_path)
+        data = read_mapping(self.lock_path)
         self.lock_index = with_slash(str(data.get("index") or ""))
         for key, entry in (data.get("artifacts") or {}).items():
             artifact = self.artifacts.get(key)
@@ -353,18 +354,3 @@ def _first(value: Any) -> Any:
 def _python_tag(values: dict[str, Any]) -> str:
     python = str(_first(values.get("python", "3.12")))
     return "cp" + python.replace(".", "")[:3]
-
-
-def read_yaml_mapping(path: Path) -> dict:
-    """A YAML file of ours that holds a mapping (the declarations, the lock, shared.yaml), or one line saying
-    what is wrong with it."""
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except OSError as exc:
-        raise UserError(f"{path} cannot be read ({exc.strerror or exc.__class__.__name__}): fix or restore it") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise UserError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML: fix the syntax")
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: must be a YAML mapping: fix the file")
-    return data

@@ -25,8 +25,8 @@ from . import web
 from .architectures import SHARED_VARIANTS_FILE
 from .errors import UserError
 from .options import find_workspace
-from .prebuilt import read_yaml_mapping
 from .pypi_table import SHA256, Table, load_table
+from .yaml_files import read_mapping
 
 PYPI_FILES_HOST = "https://files.pythonhosted.org"
 # A PyPI file URL is content-addressed: /packages/<2 hex>/<2 hex>/<60 hex>/<file>, whichever host serves it.
@@ -154,7 +154,7 @@ def run(args, reporter) -> int:
     requirement = _pinned_requirement(args.requirement)
     name, version = requirement
     pypi_url = web.pypi_base(args.pypi_url)
-    shared = read_yaml_mapping(variants_dir / SHARED_VARIANTS_FILE)
+    shared = read_mapping(variants_dir / SHARED_VARIANTS_FILE)
     python = str((shared.get("python") or ["3.12"])[0] if isinstance(shared.get("python"), list) else shared.get("python") or "3.12")
     table = load_table(variants_dir)
     json_url = f"{pypi_url}/{name}/json"

@@ -10,10 +10,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from packaging.utils import canonicalize_name
 
 from .errors import UserError
+from .yaml_files import read_mapping
 
 TABLE_FILE = "pypi.yaml"
 RECIPE_FOLDER = "pypi"  # recipes/pypi/recipe.yaml: the one recipe every entry is rendered from
@@ -59,12 +59,8 @@ def load_table(variants_dir: Path, shared: dict | None = None) -> Table:
     path = variants_dir / TABLE_FILE
     if not path.is_file():
         return Table(path, {}, {})
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise UserError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML: fix the syntax")
-    if not isinstance(data, dict) or not isinstance(data.get("packages") or {}, dict) \
+    data = read_mapping(path)
+    if not isinstance(data.get("packages") or {}, dict) \
             or not isinstance(data.get("names") or {}, dict):
         raise UserError(f"{path}: needs 'names' and 'packages' mappings: fix the file")
     names = {canonicalize_name(str(k)): str(v) for k, v in (data.get("names") or {}).items()}

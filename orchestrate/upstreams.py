@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -21,6 +20,7 @@ from .options import Options
 from .pypi_table import TABLE_FILE, Table, load_table
 from .recipes import Output, load_recipe_yaml, render_all, variant_config
 from .sources import Source, sources_of
+from .yaml_files import read_mapping
 
 UPSTREAMS_FILE = "upstreams.yaml"
 EXPECT_KINDS = ("version", "source", "env")
@@ -129,12 +129,8 @@ class Upstreams:
         path = variants_dir / UPSTREAMS_FILE
         if not path.is_file():
             raise UserError(f"{path} does not exist: it declares each pinned component's upstream; restore it")
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise UserError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML: fix the syntax")
-        if not isinstance(data, dict) or not isinstance(data.get("components"), dict):
+        data = read_mapping(path)
+        if not isinstance(data.get("components"), dict):
             raise UserError(f"{path}: needs a 'components' mapping: fix the file")
         components = {name: _component(path, name, spec) for name, spec in data["components"].items()}
         couplings = [_coupling(path, spec, components) for spec in data.get("couplings") or []]
@@ -279,10 +275,7 @@ def read_pins(workspace: Path, upstreams: Upstreams, arch_name: str | None = Non
     they are the same for every architecture but rocm-sdk's per-family tarball)."""
     options = Options(workspace=workspace, channel=workspace / "channel", source_channels=[])
     shared_path = options.variants_dir / SHARED_VARIANTS_FILE
-    try:
-        shared = yaml.safe_load(shared_path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"{shared_path} cannot be read ({exc.__class__.__name__}): fix or restore it")
+    shared = read_mapping(shared_path)
     versions = dict(upstreams.table_versions)
     for component in upstreams.components.values():
         if component.version_key in versions:

@@ -35,7 +35,7 @@ LAYERS = {
     "sources": DECLARATIONS, "imports": DECLARATIONS, "pypi_table": DECLARATIONS,
     # Base: errors, HTTP, signals, options, output
     "errors": BASE, "web": BASE, "stops": BASE, "channels": BASE, "options": BASE, "crashpoints": BASE,
-    "detect": BASE, "ui": BASE, "package_index": BASE,
+    "detect": BASE, "ui": BASE, "package_index": BASE, "yaml_files": BASE,
 }
 
 
