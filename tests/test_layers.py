@@ -7,10 +7,12 @@ with a cycle and an upward import, so the checker is known to fail when it shoul
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "orchestrate"
+DOCS_PAGE = PACKAGE_DIR.parent / "docs" / "orchestrator.md"
 MAX_LINES = 500
 
 # Lowest first; a module may import its own layer (acyclically) and every layer below it. The Face may
@@ -182,6 +184,18 @@ def layer_problems(package_dir: Path, package: str, layers: dict[str, str], max_
 def test_orchestrate_keeps_its_layers():
     problems = layer_problems(PACKAGE_DIR, "orchestrate", LAYERS, MAX_LINES)
     assert not problems, "\n".join(problems)
+
+
+def test_the_docs_table_says_what_the_layers_are():
+    """docs/orchestrator.md "The modules" lists each module (`share/x` for share.x) in its layer's row."""
+    section = DOCS_PAGE.read_text().split("## The modules", 1)[1].split("\n## ", 1)[0]
+    documented = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0] in ORDER:
+            for name in re.findall(r"`([\w/]+)`", cells[1]):
+                documented[name.replace("/", ".")] = cells[0]
+    assert documented == LAYERS
 
 
 def test_checker_reads_every_kind_of_import():
