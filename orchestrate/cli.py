@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import clean, doctor, fetch, pins, pypi, resolve, runner, stops
+from . import benchlog, clean, doctor, fetch, pins, pypi, resolve, runner, stops
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
@@ -191,6 +191,7 @@ def cmd_list(args, reporter: Reporter) -> int:
     channel.validate()
     if not channel.is_channel():
         reporter.line(f"channel {channel.path} is empty")
+        _show_benchmarks(options, reporter)
         return 0
     entries = sorted(channel.entries_present(), key=lambda e: (e.arch, e.name, e.build))
     manifest, unsound = channel.manifest(), channel.unsound()
@@ -209,7 +210,13 @@ def cmd_list(args, reporter: Reporter) -> int:
     if unsound:
         counts.append(f"{len(unsound)} missing or damaged (`orchestrate build-all` replaces them)")
     reporter.line(", ".join(counts))
+    _show_benchmarks(options, reporter)
     return 0
+
+
+def _show_benchmarks(options: Options, reporter: Reporter) -> None:
+    for line in benchlog.summary_lines(options.logs_dir):
+        reporter.line(line)
 
 
 def cmd_fetch(args, reporter: Reporter) -> int:

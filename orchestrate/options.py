@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,11 @@ ARCH_ENV = "ORCHESTRATE_ARCH"
 DEFAULT_SOURCE_CHANNELS = ("conda-forge",)
 # GiB of memory one compile job may take: PyTorch and CK translation units reach 3-4 GiB each.
 GIB_PER_JOB = 4
+# The package format every build writes (rattler-build's `package_format`: conda or tar-bz2, an optional
+# :level). Chosen by tests/benchmarks/repack_speed.py (results/repack-speed.md): the reason is in
+# builder.py, where it is passed. orchestrate.toml's `package_format` overrides it.
+DEFAULT_PACKAGE_FORMAT = "conda:9"
+PACKAGE_FORMAT = re.compile(r"^(?:conda(?::(-[1-7]|[0-9]|1[0-9]|2[0-2]))?|tar-bz2(?::[1-9])?)$")
 
 
 @dataclass
@@ -34,6 +40,8 @@ class Options:
     run_tests: bool = True
     source_cache: Path | None = None  # rattler-build's source cache, shared by every build and architecture
     offline: bool = False  # build from the source cache only; a missing source is an error before any build
+    package_format: str = DEFAULT_PACKAGE_FORMAT
+    compression_threads: int | None = None  # zstd threads for conda packages; None: rattler-build's (all cores)
 
     def __post_init__(self) -> None:
         if self.source_cache is None:
@@ -139,7 +147,26 @@ def options_from_args(args: argparse.Namespace) -> Options:
         run_tests=not getattr(args, "no_tests", False),
         source_cache=_source_cache(args, config, workspace),
         offline=getattr(args, "offline", False),
+        package_format=package_format_from(config, workspace),
+        compression_threads=compression_threads_from(config, workspace),
     )
+
+
+def package_format_from(config: dict, workspace: Path) -> str:
+    value = config.get("package_format", DEFAULT_PACKAGE_FORMAT)
+    if not isinstance(value, str) or not PACKAGE_FORMAT.match(value):
+        raise UserError(f"{workspace / CONFIG_FILE}: package_format = {value!r} is not a package format: write "
+                        f"\"conda\", \"conda:<level -7..22>\", \"tar-bz2\" or \"tar-bz2:<level 1..9>\" "
+                        f"(default {DEFAULT_PACKAGE_FORMAT!r})")
+    return value
+
+
+def compression_threads_from(config: dict, workspace: Path) -> int | None:
+    value = config.get("compression_threads")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise UserError(f"{workspace / CONFIG_FILE}: compression_threads = {value!r} is not a positive whole "
+                        "number: write e.g. compression_threads = 4, or leave it out for all cores")
+    return value
 
 
 def _source_cache(args, config: dict, workspace: Path) -> Path | None:

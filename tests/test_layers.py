@@ -30,7 +30,7 @@ LAYERS = {
     "share": COMMANDS, "share.publish": COMMANDS, "share.serve": COMMANDS, "share.cache": COMMANDS,
     "share.consumer": COMMANDS, "share.verify": COMMANDS,
     # Work: build one package, keep the channel, explain a failure, store a shared channel
-    "builder": WORK, "channel": WORK, "diagnose": WORK, "graph": WORK, "estimates": WORK,
+    "builder": WORK, "benchlog": WORK, "channel": WORK, "diagnose": WORK, "graph": WORK, "estimates": WORK,
     "share.targets": WORK, "share.store": WORK, "share.s3": WORK, "share.credentials": WORK, "share.lookup": WORK,
     # Declarations: what recipes and tables declare, rendered
     "recipes": DECLARATIONS, "prebuilt": DECLARATIONS, "architectures": DECLARATIONS, "upstreams": DECLARATIONS,

@@ -275,6 +275,16 @@ def test_gpu_checks_run_through_the_check_tool(package, path):
         assert "rocm-stack-check" in step.output.requires
 
 
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("package", ["pytorch", "flash-attn-rocm"])
+def test_pytorch_and_flash_attn_tests_time_flash_against_math(package, path):
+    steps = built("gfx1151", package, PATHS[path])
+    assert steps, f"{package} is not built for gfx1151 ({path})"
+    for step in steps:
+        tests = str(step.output.rendered["tests"])
+        assert "rocm-stack-check bench --quick --expect-speedup --expect-arch ${{ gpu_arch }} --log-json" in tests
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_package_declares_its_time_and_disk(arch):
     """`plan` can show a total and `build-all` can check free disk before the first hour is spent."""

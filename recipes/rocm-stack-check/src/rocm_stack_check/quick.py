@@ -135,6 +135,7 @@ def judged_document(document: dict, expect_arch: str | None) -> dict:
     document = {**document, "expect_arch": expect_arch, "expectations": expectations,
                 "architecture_table": {"source": table.source if table else None, "problem": table_problem}}
     document["speedup"] = judge_speedup(document, expectations)
+    document["summary"] = summary_line(document)  # what `orchestrate status` shows for this run
     return document
 
 
