@@ -60,7 +60,6 @@ MODULE_DISTRIBUTIONS = {
 # after normalization, so conda-forge's prometheus_client matches prometheus-client without an entry.
 CONDA_NAMES = {
     "torch": "pytorch",
-    "flash-attn": "flash-attn-rocm",
     "amd-aiter": "aiter",
     "opencv-python-headless": "opencv",
     "opencv-python": "opencv",

@@ -21,7 +21,7 @@ from stack import make_workspace  # noqa: F401  (re-exported for the share tests
 REPO = Path(__file__).resolve().parent.parent
 ARCH = "gfx1151"
 ISA = "11.5.1"
-STACK_SPECS = ["pytorch", "flash-attn-rocm", "vllm", "rocm-stack-check"]
+STACK_SPECS = ["pytorch", "flash-attn", "vllm", "rocm-stack-check"]
 STARTUP_TIMEOUT_S = 30
 # Keys for the S3 server; moto (without IAM enforcement) accepts any, rattler and boto3 need some.
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing-key", "AWS_SECRET_ACCESS_KEY": "testing-secret", "AWS_REGION": "us-east-1"}

@@ -14,7 +14,7 @@ from conftest import REPO
 from stack import detected_virtual_packages, install, solve, solve_with
 
 GRAPH = ["rocm-sdk", "rocm-stack-check", "composable-kernel", "triton", "aotriton", "pytorch",
-         "aiter", "flash-attn-rocm", "vllm"]
+         "aiter", "flash-attn", "vllm"]
 
 
 def states(out: str) -> dict[str, list[str]]:
@@ -32,10 +32,10 @@ def test_plan_orders_by_dependency_and_explains_skips(orchestrate):
     assert result.code == 0, result.err
     order = [name for name in states(result.out)]
     for before, after in [("rocm-sdk", "triton"), ("triton", "pytorch"), ("pytorch", "vllm"),
-                          ("rocm-stack-check", "pytorch"), ("pytorch", "flash-attn-rocm")]:
+                          ("rocm-stack-check", "pytorch"), ("pytorch", "flash-attn")]:
         assert order.index(before) < order.index(after)
     s = states(result.out)
-    assert s["aotriton"] == ["skipped"] and s["aiter"] == ["skipped"] and s["flash-attn-rocm"] == ["skipped"]
+    assert s["aotriton"] == ["skipped"] and s["aiter"] == ["skipped"] and s["flash-attn"] == ["skipped"]
     assert s["pytorch"] == ["will build"] and s["vllm"] == ["will build"]
     aotriton_line = next(l for l in result.out.splitlines() if " aotriton " in l)
     assert "aotriton has no gfx908 target" in aotriton_line
@@ -47,21 +47,21 @@ def test_build_all_then_install_what_landed(orchestrate, workspace, tmp_path):
     result = orchestrate("build-all", "--arch", "gfx1151", "--jobs", "3")
     assert result.code == 0, result.err
     s = states(result.out)
-    assert all(v == ["built"] for k, v in s.items() if k != "flash-attn-rocm"), s
-    assert s["flash-attn-rocm"] == ["built", "built"]  # one per backend
+    assert all(v == ["built"] for k, v in s.items() if k != "flash-attn"), s
+    assert s["flash-attn"] == ["built", "built"]  # one per backend
 
     prefix = tmp_path / "env"
-    builds = install(workspace / "channel", ["vllm", "flash-attn-rocm", "aotriton"], "11.5.1", prefix)
+    builds = install(workspace / "channel", ["vllm", "flash-attn", "aotriton"], "11.5.1", prefix)
     assert builds["pytorch"].startswith("gfx1151_")
     # both backends are in the channel: the table's default for gfx1151 wins, the other is there when named
-    assert (prefix / "share/flash-attn-rocm/backend").read_text().strip() == "triton"
+    assert (prefix / "share/flash-attn/backend").read_text().strip() == "triton"
     index = json.loads((workspace / "channel/linux-64/repodata.json").read_text())
     repodata = {**index.get("packages", {}), **index.get("packages.conda", {})}
     features = {r["build"].split("_")[1]: r.get("track_features", "") for r in repodata.values()
-                if r["name"] == "flash-attn-rocm"}
+                if r["name"] == "flash-attn"}
     assert not features["triton"] and features["ck"], features  # what makes the solver prefer triton
-    ck = {r.name.normalized: str(r.build) for r in solve(workspace / "channel", ["flash-attn-rocm * *_ck_*"], "11.5.1")}
-    assert ck["flash-attn-rocm"].startswith("gfx1151_ck_")
+    ck = {r.name.normalized: str(r.build) for r in solve(workspace / "channel", ["flash-attn * *_ck_*"], "11.5.1")}
+    assert ck["flash-attn"].startswith("gfx1151_ck_")
     assert "patched for the test graph" in (prefix / "share/aotriton/kernels.txt").read_text()
     assert (prefix / "share/pytorch/max-jobs").read_text().strip() == "3"  # knob reached the script
 
@@ -82,14 +82,14 @@ def test_patch_change_rebuilds_exactly_the_package_and_its_dependents(orchestrat
     patch.write_text(patch.read_text().replace("patched for the test graph", "patched for the test graph again"))
     plan = orchestrate("plan", "--arch", "gfx1151")
     rebuilt = {k for k, v in states(plan.out).items() if "will build" in v}
-    assert rebuilt == {"aotriton", "pytorch", "aiter", "flash-attn-rocm", "vllm"}
+    assert rebuilt == {"aotriton", "pytorch", "aiter", "flash-attn", "vllm"}
     assert "patch changed" in next(l for l in plan.out.splitlines() if " aotriton " in l)
     assert "dependency will be rebuilt: aotriton" in next(l for l in plan.out.splitlines() if " pytorch " in l)
 
     result = orchestrate("build-all", "--arch", "gfx1151")
     assert result.code == 0
     built = [k for k, v in states(result.out).items() for state in v if state == "built"]
-    assert sorted(built) == sorted(["aotriton", "pytorch", "aiter", "flash-attn-rocm", "flash-attn-rocm", "vllm"])
+    assert sorted(built) == sorted(["aotriton", "pytorch", "aiter", "flash-attn", "flash-attn", "vllm"])
     # the replaced package is kept, not lost
     kept = list((channel.path / ".superseded").rglob("pytorch-[0-9]*.conda"))
     assert len(kept) == 1 and kept[0].read_bytes() == old_pytorch
@@ -145,7 +145,7 @@ def test_keep_going_builds_everything_that_does_not_need_the_failure(orchestrate
     assert result.code == 1
     s = states(result.out)
     assert s["aotriton"] == ["failed"]
-    assert s["pytorch"] == ["blocked"] and s["vllm"] == ["blocked"] and s["flash-attn-rocm"] == ["blocked"] * 2
+    assert s["pytorch"] == ["blocked"] and s["vllm"] == ["blocked"] and s["flash-attn"] == ["blocked"] * 2
     assert s["rocm-sdk"] == s["triton"] == s["composable-kernel"] == s["rocm-stack-check"] == ["built"]
 
 
@@ -237,8 +237,9 @@ def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, t
     (folder / "recipe.yaml").write_text(
         (REPO / "recipes/rocm-stack/recipe.yaml").read_text()
         .replace("${{ torch_version }}", "2.13.0").replace("${{ rocm_sdk_version }}", "7.14.0")
-        .replace("${{ torch_builds }}", "${{ arch_builds }}")  # the test graph's builds name the arch only
-        .replace("${{ vllm_version }}", "0.11.0").replace("vllm-rocm", "vllm").replace("${{ flash_attn_version }}", "2.8.3"))
+        .replace("${{ torch_builds }}", "${{ gpu_arch }}_*")  # the test graph's builds name the arch only
+        .replace("${{ vllm_version }}", "0.11.0").replace("${{ flash_attn_version }}", "2.8.3")
+        .replace("context:\n", "context:\n  test_graph: true  # every other key is dropped below\n"))
     # the test graph has no torchvision/torchaudio, no SDK device package and no prebuilt/source pins
     recipe = folder / "recipe.yaml"
     recipe.write_text("".join(l for l in recipe.read_text().splitlines(True) if not re.match(
@@ -247,9 +248,9 @@ def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, t
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1100").code == 0
     builds = install(workspace / "channel", ["rocm-stack"], "11.5.1", tmp_path / "env")
     assert builds["rocm-stack"].startswith("gfx1151_") and builds["vllm"].startswith("gfx1151_")
-    assert builds["flash-attn-rocm"].startswith("gfx1151_triton_")  # with the stack: the default backend
+    assert builds["flash-attn"].startswith("gfx1151_triton_")  # with the stack: the default backend
     gfx1100 = {r.name.normalized: str(r.build) for r in solve(workspace / "channel", ["rocm-stack"], "11.0.0")}
-    assert gfx1100["flash-attn-rocm"].startswith("gfx1100_triton_")
+    assert gfx1100["flash-attn"].startswith("gfx1100_triton_")
     for other in (None, "9.4.2"):  # no GPU, or a GPU nothing was built for
         with pytest.raises(Exception, match="(?i)cannot solve|incompatible|no candidates"):
             solve(workspace / "channel", ["rocm-stack"], other)

@@ -19,7 +19,7 @@ from test_orchestrate_build import states
 pytestmark = pytest.mark.timeout(240)
 
 ARCH = "gfx1151"
-PACKAGES_IN_PLAN = 10  # the test graph for gfx1151 (flash-attn-rocm twice: ck and triton)
+PACKAGES_IN_PLAN = 10  # the test graph for gfx1151 (flash-attn twice: ck and triton)
 # The steps of one package: built (still in its work folder), staged in the channel under a temporary name,
 # renamed into place, indexed, recorded in the manifest.
 CRASH_POINTS = ["built", "add.staged", "add.replaced", "add.indexed", "add.recorded"]

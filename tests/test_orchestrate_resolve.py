@@ -177,7 +177,21 @@ STAND_IN_RECIPES = {
     "accelerate": {"package": {"name": "accelerate", "version": "1.10.0"},
                    "build": {"noarch": "generic", "script": ["mkdir -p $PREFIX/share/accelerate"]},
                    "requirements": {"run": ["pytorch >=2"]}},
+    # conda-forge's vLLM and flash-attn are CUDA/CPU builds under the names ours now carry (newer than ours)
+    "vllm": {"package": {"name": "vllm", "version": "0.99.0"},
+             "build": {"string": "cuda129_py312_h0_0", "script": ["mkdir -p $PREFIX/share/cuda-vllm"]}},
+    "flash-attn": {"package": {"name": "flash-attn", "version": "2.99.0"},
+                   "build": {"string": "cpu_py312_h0_0", "script": ["mkdir -p $PREFIX/share/cpu-flash-attn"]}},
+    # conda-forge packages that depend on each, by name only
+    "needs-vllm": {"package": {"name": "needs-vllm", "version": "1.0"},
+                   "build": {"noarch": "generic", "script": ["mkdir -p $PREFIX/share/needs-vllm"]},
+                   "requirements": {"run": ["vllm >=0.1"]}},
+    "needs-flash-attn": {"package": {"name": "needs-flash-attn", "version": "1.0"},
+                         "build": {"noarch": "generic", "script": ["mkdir -p $PREFIX/share/needs-flash-attn"]},
+                         "requirements": {"run": ["flash-attn >=2"]}},
 }
+# our packages under the names they carried before conda-forge's
+OLD_NAMES = {"pytorch": "pytorch-rocm", "vllm": "vllm-rocm", "flash-attn": "flash-attn-rocm"}
 
 
 @pytest.fixture
@@ -200,8 +214,8 @@ def solve(channels: list[Path], specs: list[str], priority=rattler.ChannelPriori
         virtual_packages=virtual_packages_for(ISA), channel_priority=priority))
 
 
-def torches(records) -> list[str]:
-    return sorted(f"{r.name.normalized} {r.build}" for r in records if r.name.normalized.startswith("pytorch"))
+def torches(records, name: str = "pytorch") -> list[str]:
+    return sorted(f"{r.name.normalized} {r.build}" for r in records if r.name.normalized.startswith(name))
 
 
 def test_a_conda_forge_package_that_needs_pytorch_gets_ours(orchestrate, workspace, stand_in_conda_forge, tmp_path):
@@ -214,24 +228,36 @@ def test_a_conda_forge_package_that_needs_pytorch_gets_ours(orchestrate, workspa
     [torch] = [r for r in records if r.name.normalized == "pytorch"]
     assert str(torch.build).startswith(f"{ARCH}_") and str(torch.channel).rstrip("/").endswith("/channel")
     assert "accelerate" in {r.name.normalized for r in records}
-    # Strict priority is what keeps it ours: without it the newer CPU build of conda-forge wins.
+    # conda-forge packages that need `vllm` and `flash-attn` get ours too, once each: no CUDA/CPU copy beside them
+    wanted = ["accelerate", "needs-vllm", "needs-flash-attn"]
+    records = solve([ours, stand_in_conda_forge], wanted)
+    for name in ("pytorch", "vllm", "flash-attn"):
+        [record] = [r for r in records if r.name.normalized == name]
+        assert str(record.build).startswith(f"{ARCH}_") and str(record.channel).rstrip("/").endswith("/channel"), record
+    assert {"needs-vllm", "needs-flash-attn"} <= {r.name.normalized for r in records}
+    # Strict priority is what keeps it ours: without it conda-forge's newer CPU/CUDA builds win.
     loose = solve([ours, stand_in_conda_forge], ["vllm", "accelerate"], rattler.ChannelPriority.Disabled)
     assert torches(loose) == ["pytorch cpu_generic_py312_h0_0"]
+    loose = solve([ours, stand_in_conda_forge], wanted, rattler.ChannelPriority.Disabled)
+    assert torches(loose, "vllm") == ["vllm cuda129_py312_h0_0"] and torches(loose, "flash-attn") == ["flash-attn cpu_py312_h0_0"]
 
     # What issue 14 measured: our PyTorch named `pytorch-rocm` leaves the name `pytorch` to conda-forge,
-    # and a package that depends on `pytorch` pulls a second torch into the environment.
+    # and a package that depends on `pytorch` pulls a second torch into the environment; so did vllm-rocm and
+    # flash-attn-rocm (issue 20) for packages that need `vllm` or `flash-attn`.
     renamed = tmp_path / "renamed-channel"
     for subdir in ("linux-64", "noarch"):
         repodata = json.loads((ours / subdir / "repodata.json").read_text())
         for records_of_kind in (repodata.get("packages", {}), repodata.get("packages.conda", {})):
             for record in records_of_kind.values():
-                record["name"] = "pytorch-rocm" if record["name"] == "pytorch" else record["name"]
-                record["depends"] = [("pytorch-rocm" + d[len("pytorch"):]) if d.split()[0] == "pytorch" else d
+                record["name"] = OLD_NAMES.get(record["name"], record["name"])
+                record["depends"] = [(OLD_NAMES[d.split()[0]] + d[len(d.split()[0]):]) if d.split()[0] in OLD_NAMES else d
                                      for d in record.get("depends", [])]
         (renamed / subdir).mkdir(parents=True)
         (renamed / subdir / "repodata.json").write_text(json.dumps(repodata))
-    two = solve([renamed, stand_in_conda_forge], ["vllm", "accelerate"])
+    two = solve([renamed, stand_in_conda_forge], ["vllm-rocm"] + wanted)
     assert torches(two) == ["pytorch cpu_generic_py312_h0_0", f"pytorch-rocm {torch.build}"]
+    assert [r.split()[0] for r in torches(two, "vllm")] == ["vllm", "vllm-rocm"]
+    assert [r.split()[0] for r in torches(two, "flash-attn")] == ["flash-attn"]  # the CPU one; ours was not asked for
 
 
 def test_the_real_recipes_offline_name_conda_forge_before_anything_else(conda_forge_unreachable, tmp_path, capsys,

@@ -96,17 +96,17 @@ def test_mi100_opt_in_enables_experimental_aotriton(tmp_path):
 
 
 def test_flash_attn_triton_build_switches_its_backend_on_at_activation(tmp_path):
-    env = rendered_env("gfx1151", "flash-attn-rocm", backend="triton")
+    env = rendered_env("gfx1151", "flash-attn", backend="triton")
     assert env["FLASH_ATTN_BACKEND"] == "triton"
     prefix = tmp_path / "prefix"
     prefix.mkdir()
-    run_build_script("flash-attn", {**env, "PYTHON": "true", "PKG_NAME": "flash-attn-rocm"}, prefix, tmp_path)
+    run_build_script("flash-attn", {**env, "PYTHON": "true", "PKG_NAME": "flash-attn"}, prefix, tmp_path)
     assert activated(prefix)["FLASH_ATTENTION_TRITON_AMD_ENABLE"] == "TRUE"
     assert "FLASH_ATTENTION_TRITON_AMD_ENABLE" not in activated(prefix, deactivate=True)
 
 
 def test_flash_attn_ck_build_is_a_separate_variant():
-    assert rendered_env("gfx1151", "flash-attn-rocm", backend="ck")["FLASH_ATTN_BACKEND"] == "ck"
+    assert rendered_env("gfx1151", "flash-attn", backend="ck")["FLASH_ATTN_BACKEND"] == "ck"
 
 
 def test_patch_record_names_each_applied_patch(tmp_path):

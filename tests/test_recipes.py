@@ -115,10 +115,10 @@ def test_skips_follow_the_table():
         assert (aotriton.state == runner.SKIP) == (value["aotriton"] == "no"), arch
         [aiter] = outputs(arch, "aiter")
         assert (aiter.state == runner.SKIP) == (value["aiter"] == "no")
-        built_backends = sorted(s.output.variant["flash_attn_backend"] for s in outputs(arch, "flash-attn-rocm")
+        built_backends = sorted(s.output.variant["flash_attn_backend"] for s in outputs(arch, "flash-attn")
                                 if s.state == runner.BUILD)
         assert built_backends == sorted(TABLE.get(arch).flash_attn_backends)
-        for always in ("rocm-sdk", "pytorch", "vllm-rocm", "composable-kernel", "rocm-stack"):
+        for always in ("rocm-sdk", "pytorch", "vllm", "composable-kernel", "rocm-stack"):
             assert built(arch, always) and built(arch, always, SOURCE), (arch, always)
 
 
@@ -139,27 +139,27 @@ def test_the_default_build_has_flash_attn_with_the_tables_default_backend(arch):
     support line says the same."""
     from orchestrate.doctor import support_check
 
-    steps = [s for s in plan_for(arch, everything=False).steps if s.output.name == "flash-attn-rocm"]
+    steps = [s for s in plan_for(arch, everything=False).steps if s.output.name == "flash-attn"]
     built_now = {s.output.variant["flash_attn_backend"]: s for s in steps if s.state == runner.BUILD}
     offered = TABLE.get(arch).flash_attn_backends
     expected = "triton" if "triton" in offered else "ck" if "ck" in offered else None
     assert list(built_now) == ([expected] if expected else [])
     [stack] = [s for s in plan_for(arch, everything=False).steps if s.output.name == "rocm-stack"]
-    assert ("flash-attn-rocm" in stack.output.requires) == bool(expected)
+    assert ("flash-attn" in stack.output.requires) == bool(expected)
     support = support_check(TABLE.get(arch)).detail
     if expected:
         assert f"default backend for {arch}: {expected}" in built_now[expected].reasons
         assert f"flash-attn {'Triton' if expected == 'triton' else 'CK'} (default)" in support
     for other in (s for s in steps if s.state == runner.NOT_NEEDED):
         backend = other.output.variant["flash_attn_backend"]
-        assert other.reasons == [f"on request: build it with `orchestrate build flash-attn-rocm --variant "
+        assert other.reasons == [f"on request: build it with `orchestrate build flash-attn --variant "
                                  f"flash_attn_backend={backend}` (default backend for {arch}: {expected})"]
         assert f"flash-attn {'Triton' if backend == 'triton' else 'CK'} (on request)" in support
 
 
 def test_flash_attn_on_request_and_a_backend_the_arch_lacks():
     steps = [s for s in plan_for("gfx1151", (("flash_attn_backend", "ck"),), everything=False).steps
-             if s.output.name == "flash-attn-rocm"]
+             if s.output.name == "flash-attn"]
     assert [(s.output.variant["flash_attn_backend"], s.state) for s in steps] == [("ck", runner.BUILD)]
     assert "asked for with --variant flash_attn_backend=ck" in steps[0].reasons
     with pytest.raises(Exception, match="gfx90a has no flash-attn triton backend .*aiter.*: choose one of its backends: ck"):
@@ -204,12 +204,21 @@ def test_the_stack_metapackage_requires_this_gpu(arch, path):
     run = {str(r).split()[0]: str(r) for r in stack.output.rendered["requirements"]["run"]}
     assert run["__amdgpu_arch"] == f"__amdgpu_arch =={TABLE.get(arch).isa}"
     # every architecture-specific dependency is pinned to this architecture's builds, the version the path makes
-    for name in ("pytorch", "torchvision", "torchaudio"):
-        [pkg] = built(arch, name, PATHS[path])
+    default_build = plan_for(arch, PATHS[path], everything=False).steps
+    for name in ("pytorch", "torchvision", "torchaudio", "vllm", "flash-attn"):
+        [pkg] = [s for s in default_build if s.output.name == name and s.state == runner.BUILD] or [None]
+        if pkg is None and name == "flash-attn" and not TABLE.get(arch).flash_attn_default:
+            continue
         assert run[name].startswith(f"{name} {pkg.output.version}.* "), run[name]
         pattern = run[name].split()[2]
         assert re.fullmatch(pattern.replace("*", ".*"), pkg.output.build_string), (run[name], pkg.output.label)
-    assert run["vllm-rocm"].endswith(f"{arch}_*") and f"rocm-sdk-device-{arch}" in run
+    assert f"rocm-sdk-device-{arch}" in run
+    # conda-forge's names, with ROCm and the arch in the build string like pytorch's (flash-attn: and its backend)
+    for name in ("vllm", "flash-attn"):
+        for step in built(arch, name, PATHS[path]):
+            backend = f"{step.output.variant['flash_attn_backend']}_" if name == "flash-attn" else ""
+            assert step.output.build_string.startswith(f"{ROCM_TAG}_{arch}_{backend}py"), step.output.build_string
+    assert ("flash-attn" in run) == bool(TABLE.get(arch).flash_attn_default)
     # the SDK's host part is one package for every GPU; this GPU's kernels come from its device package
     assert not any(r.split()[0] == "rocm-sdk" and arch in r for r in run.values())
     # rattler-build cannot solve an environment that needs __amdgpu: only tests that need none
@@ -267,7 +276,7 @@ def test_no_orphan_patches():
 
 
 @pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("package", ["pytorch", "flash-attn-rocm", "vllm-rocm"])
+@pytest.mark.parametrize("package", ["pytorch", "flash-attn", "vllm"])
 def test_gpu_checks_run_through_the_check_tool(package, path):
     for step in built("gfx1151", package, PATHS[path]):
         tests = str(step.output.rendered["tests"])

@@ -34,11 +34,11 @@ def test_manifest_for_every_machine(workspace, tmp_path):
     manifest = validate(text)
     assert manifest["workspace"]["channels"] == ["http://lab:8765", "conda-forge"]
     assert manifest["workspace"]["platforms"] == ["linux-64"]
-    assert set(manifest["dependencies"]) == {"rocm-stack", "pytorch-rocm", "pytorch", "vllm-rocm", "rocm-stack-check"}
+    assert set(manifest["dependencies"]) == {"rocm-stack", "pytorch-rocm", "pytorch", "vllm", "rocm-stack-check"}
     # flash-attn comes with rocm-stack; the other backend is offered, commented out, with the command that builds it
-    assert "# flash-attn-rocm comes with rocm-stack" in text
-    assert '# flash-attn-rocm = { version = "*", build = "*_ck_*" }' in text
-    assert "orchestrate build flash-attn-rocm --variant flash_attn_backend=ck" in text
+    assert "# flash-attn comes with rocm-stack" in text
+    assert '# flash-attn = { version = "*", build = "*_ck_*" }' in text
+    assert "orchestrate build flash-attn --variant flash_attn_backend=ck" in text
     assert "__amdgpu_arch" in text and f"{override_hint('11.5.1')} pixi install" in text
     again = orchestrate("consumer-manifest", "--workspace", str(workspace), "--channel", "http://lab:8765",
                         "--output", str(tmp_path / "pixi.toml"))
@@ -51,12 +51,12 @@ def test_pinned_arch_and_arch_without_flash_attn(workspace):
     manifest = validate(result.stdout)
     deps = manifest["dependencies"]
     assert deps["pytorch"] == {"version": "*", "build": "*gfx908*"} and deps["pytorch-rocm"] == "*"
-    assert "flash-attn-rocm" not in deps and deps["rocm-stack-check"] == "*"
-    assert "# flash-attn-rocm: not built for gfx908 (no flash-attn backend supports it)" in result.stdout
+    assert "flash-attn" not in deps and deps["rocm-stack-check"] == "*"
+    assert "# flash-attn: not built for gfx908 (no flash-attn backend supports it)" in result.stdout
     pinned = orchestrate("consumer-manifest", "--workspace", str(workspace), "--channel", "http://lab:8765",
                          "--arch", "gfx1151", "--print").stdout
-    assert "# flash-attn-rocm comes with rocm-stack (triton backend on gfx1151)" in pinned
-    assert '# flash-attn-rocm = { version = "*", build = "*gfx1151_ck_*" }' in pinned
+    assert "# flash-attn comes with rocm-stack (triton backend on gfx1151)" in pinned
+    assert '# flash-attn = { version = "*", build = "*gfx1151_ck_*" }' in pinned
     assert f"{override_hint('9.0.8')} pixi install" in result.stdout  # what solves without a GPU: tests/test_orchestrate_build.py
 
 

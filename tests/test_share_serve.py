@@ -34,7 +34,7 @@ def test_serve_installs_the_stack_over_http(built, tmp_path):
         with pytest.raises(urllib.error.HTTPError) as hidden:  # the channel lock is never served
             urllib.request.urlopen(f"http://127.0.0.1:{port}/.orchestrate.lock", timeout=5)
         assert hidden.value.code == 404
-    assert {"pytorch", "flash-attn-rocm", "vllm", "rocm-stack-check", "rocm-sdk"} <= set(installed)
+    assert {"pytorch", "flash-attn", "vllm", "rocm-stack-check", "rocm-sdk"} <= set(installed)
     assert (tmp_path / "env" / "share" / "pytorch" / "built-for").read_text().strip() == ARCH
 
 

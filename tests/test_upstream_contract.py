@@ -5,7 +5,7 @@ DIR/pytorch-rocm, ...; each the recipe's first source, TheRock for rocm-sdk): ev
 checkout's HEAD, every patch applies, the files upstream pins things in agree with our pins (PyTorch's
 triton.txt and aotriton.cmake, submodules, version files; declared in variants/upstreams.yaml), and every
 environment variable and CMake option the build scripts set is read by upstream at that commit, and
-vllm-rocm's run requirements cover what `vllm serve` imports (computed from the checkout, the unpacked
+vllm's run requirements cover what `vllm serve` imports (computed from the checkout, the unpacked
 sdist at DIR/vllm) and account for every entry of requirements/common.txt + rocm.txt. Without the variable
 these skip; a missing checkout skips its own tests. The last tests run the same logic on a synthetic
 checkout, so it runs (and can fail) in CI.

@@ -12,9 +12,9 @@ from .targets import S3Store, parse_target
 # architecture's default backend, where it has one) and the check tool for the machine's GPU and refuses other
 # GPUs. pytorch-rocm (a metapackage: `pytorch * *rocm*`) says "the ROCm build of PyTorch", so a conda-forge package
 # that needs `pytorch` gets ours; `pytorch` itself is named for the architecture pin.
-STACK = (("rocm-stack", True), ("pytorch-rocm", False), ("pytorch", True), ("vllm-rocm", True),
+STACK = (("rocm-stack", True), ("pytorch-rocm", False), ("pytorch", True), ("vllm", True),
          ("rocm-stack-check", False))
-FLASH_ATTN = "flash-attn-rocm"
+FLASH_ATTN = "flash-attn"
 
 def channel_for_pixi(url: str) -> str:
     """pixi wants an absolute location for a folder channel; URLs pass through."""

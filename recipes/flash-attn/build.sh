@@ -18,7 +18,7 @@ case "$FLASH_ATTN_BACKEND" in
         export FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE
         for phase in activate deactivate; do
             mkdir -p "$PREFIX/etc/conda/$phase.d"
-            cp "$RECIPE_DIR/$phase-triton.sh" "$PREFIX/etc/conda/$phase.d/flash-attn-rocm-triton.sh"
+            cp "$RECIPE_DIR/$phase-triton.sh" "$PREFIX/etc/conda/$phase.d/flash-attn-triton.sh"
         done
         ;;
     *)

@@ -1,2 +1,2 @@
-# flash-attn-rocm (Triton backend): undo activate.d/flash-attn-rocm-triton.sh.
+# flash-attn (Triton backend): undo activate.d/flash-attn-triton.sh.
 unset FLASH_ATTENTION_TRITON_AMD_ENABLE
