@@ -285,7 +285,7 @@ def test_gpu_checks_run_through_the_check_tool(package, path):
 
 
 @pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("package", ["pytorch", "flash-attn-rocm"])
+@pytest.mark.parametrize("package", ["pytorch", "flash-attn"])
 def test_pytorch_and_flash_attn_tests_time_flash_against_math(package, path):
     steps = built("gfx1151", package, PATHS[path])
     assert steps, f"{package} is not built for gfx1151 ({path})"
