@@ -259,9 +259,10 @@ def report_recovery(recovery: Recovery, reporter: Reporter) -> None:
         reporter.line(f"set aside {file} to .superseded/: not recorded in the channel and not built from this "
                       "plan's inputs")
     for file, why in recovery.damaged.items():
-        reporter.line(f"moved {file} to .superseded/: {why}; it is taken again from a cache channel or rebuilt")
+        reporter.line(f"moved {file} to .superseded/: {why}; the next build of it takes it again from a cache "
+                      "channel or rebuilds it")
     for file in recovery.forgotten:
-        reporter.line(f"{file} is {MISSING}: it is taken again from a cache channel or rebuilt")
+        reporter.line(f"{file} is {MISSING}: the next build of it takes it again from a cache channel or rebuilds it")
     if recovery.stray:
         reporter.info(f"removed {len(recovery.stray)} temporary file(s) left by an interrupted run")
 

@@ -220,6 +220,7 @@ def test_verify_what_cannot_be_read_is_one_line(orchestrate, tmp_path, where):
     lines = [line for line in result.err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), result.err
     assert "Traceback" not in result.err
+    assert [p.name for p in (tmp_path / "notes").iterdir()] == ["readme.txt"]  # left as it was
 
 
 def test_verify_a_published_folder(orchestrate, built, tmp_path):
@@ -278,3 +279,35 @@ def test_verify_over_http_names_a_damaged_package(built, tmp_path):
     assert line.startswith(f"{file}: size 100 but the index lists")
     assert f"`orchestrate publish --to` the folder or bucket behind http://127.0.0.1:{port}" in line
     assert "cannot list its files (HTTP)" in result.stdout
+
+
+def test_build_all_takes_a_truncated_package_again_from_the_cache_and_says_why(orchestrate, built, tmp_path):
+    shared = tmp_path / "shared"
+    assert orchestrate("publish", "--to", shared.as_uri()).code == 0
+    pytorch = package(built, "pytorch")
+    truncate(pytorch)
+    result = orchestrate("build-all", "--arch", ARCH, "--no-tests", "-q", "--cache-channel", shared.as_uri())
+    assert result.code == 0, result.err
+    line = row(result.out.split("Summary for")[1], "pytorch")
+    assert "from cache" in line and "damaged in channel: size differs from manifest" in line
+    assert f"same input hash in {shared.as_uri()}" in line
+    assert pytorch.read_bytes() == package(shared, "pytorch").read_bytes()
+    assert orchestrate("verify").code == 0
+
+
+def test_verify_names_a_damaged_manifest(orchestrate, built):
+    (built.path / "orchestrate-manifest.json").write_text('{"packages": {')
+    result = orchestrate("verify", "--json")
+    assert result.code == 1
+    [problem] = json.loads(result.out)["problems"]
+    assert problem["file"] == "orchestrate-manifest.json" and problem["kind"] == "damaged-lookup"
+    assert "restore it from a backup" in problem["fix"]
+
+
+def test_verify_says_when_a_build_is_writing_the_channel(orchestrate, built):
+    built.lock("orchestrate build-all (a test)")
+    try:
+        result = orchestrate("verify")
+    finally:
+        built.unlock()
+    assert result.code == 2 and "is in use by" in result.err and "Traceback" not in result.err

@@ -11,10 +11,11 @@ A clean channel exits 0, any problem 1; `--json` writes the same as one JSON obj
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from ..channel import MANIFEST, PACKAGE_SUFFIXES, SUBDIRS
+from ..channel import PACKAGE_SUFFIXES, SUBDIRS, Channel
 from ..errors import UserError
 from ..ui import Reporter
 from .lookup import read_lookup
@@ -109,7 +110,7 @@ class Fixes:
 
 def verify(store: Store, local: bool, quick: bool = False) -> Verification:
     """Check every claim the channel's index and lookup make against the files it holds."""
-    result = Verification(store.url)
+    result = Verification(str(store.path) if local else store.url)
     lookup = read_lookup(store)
     fixes = Fixes(local, store.url, {f: str(e.get("arch", "")) for f, e in lookup.entries.items()},
                   store.writable)
@@ -154,6 +155,19 @@ def verify(store: Store, local: bool, quick: bool = False) -> Verification:
     return result
 
 
+def _verify_locked(store, quick: bool = False) -> Verification:
+    """The local channel, under its lock: a build adding a package right now would show as a problem. A
+    folder that is not a channel, or that we may not write, is read without it (and left as it was)."""
+    channel = Channel(store.path)
+    if not channel.is_channel() or not os.access(channel.path, os.W_OK):
+        return verify(store, True, quick)
+    channel.lock("orchestrate verify")
+    try:
+        return verify(store, True, quick)
+    finally:
+        channel.unlock()
+
+
 def _check_package(store: Store, file: str, record: dict, quick: bool, fixes: Fixes, result: Verification) -> None:
     size = store.size(file)
     if size is None:
@@ -179,7 +193,7 @@ def run(args, reporter: Reporter, open_store: Callable[[], tuple[Store, bool]]) 
     the local channel (whose fixes are build-all's)."""
     try:
         store, local = open_store()
-        result = verify(store, local, args.quick)
+        result = _verify_locked(store, args.quick) if local else verify(store, local, args.quick)
     except UserError as exc:
         if not args.json:
             raise
