@@ -7,7 +7,6 @@ decides whether it must be built.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import re
 import tempfile
@@ -23,19 +22,12 @@ from .architectures import (FLASH_ATTN_BACKEND_KEY, FLASH_ATTN_BACKENDS, SHARED_
                             stale_variant_files, variant_file_path)
 from . import pypi_table
 from .errors import UserError
+from .input_hash import SHARED_SCRIPTS, own_digests, recipe_folder_digest
 from .options import Options
 from .prebuilt import MI100_FA_FLAG, PYTORCH_FROM, Prebuilt, PytorchChoice, choose_pytorch_from
 
 RECIPE_FILE = "recipe.yaml"
-SHARED_SCRIPTS = "_shared"
-# Bump when what goes into the input hash changes, so old channels are rebuilt rather than trusted.
-HASH_SCHEME = "orchestrate-inputs-v1"
-# Build knobs reach scripts through build.script.env; they change how fast a build runs, not what it
-# produces, so they stay out of the input hash.
-BUILD_KNOBS = ("MAX_JOBS", "COMPILER_LAUNCHER")
-COMPILER_CACHES = ("ccache", "sccache")
 REQUIREMENT_SECTIONS = ("build", "host", "run")
-IGNORED_NAMES = {"__pycache__", ".git", "output", ".DS_Store"}
 PLATFORM_FLAGS = {"linux": True, "unix": True, "win": False, "osx": False, "linux64": True, "x86_64": True}
 
 
@@ -246,12 +238,7 @@ def render_recipe(
             conditions = " ".join(_if_conditions(stage0_dict))
             output.notes = arch.missing_for_keys(_expand_identifiers(conditions, definitions))
         output.patches = referenced_patches(stage1, recipe_path)
-        output.own_digests = {
-            "recipe": _digest(_hashable_recipe(stage1)),
-            "files": recipe_files,
-            "patches": _digest({str(p.relative_to(options.workspace)) if p.is_relative_to(options.workspace) else str(p): file_digest(p) for p in output.patches}),
-            "variant": _digest(output.variant),
-        }
+        output.own_digests = own_digests(stage1, recipe_files, output.patches, output.variant, options.workspace)
         outputs.append(output)
     return outputs
 
@@ -309,72 +296,6 @@ def referenced_patches(stage1: dict, recipe_path: Path) -> list[Path]:
                 raise UserError(f"{recipe_path}: patch {patch} does not exist ({path}): add the file or remove it from the recipe")
             patches.append(path)
     return patches
-
-
-def recipe_folder_digest(folder: Path) -> str:
-    """Every file of the recipe folder, plus the shared scripts it names, by content."""
-    files = {str(p.relative_to(folder)): file_digest(p) for p in _walk(folder)}
-    shared = folder.parent / SHARED_SCRIPTS
-    for ref in sorted(_shared_references(folder)):
-        target = shared / ref
-        for p in _walk(target) if target.is_dir() else [target] if target.is_file() else []:
-            files[f"{SHARED_SCRIPTS}/{p.relative_to(shared)}"] = file_digest(p)
-    return _digest(files)
-
-
-def compute_input_hashes(outputs: list[Output], order: list[Output]) -> None:
-    """Input hash = own inputs + dependencies' input hashes, so a rebuild ripples to dependents only."""
-    by_name: dict[str, list[Output]] = {}
-    for o in outputs:
-        by_name.setdefault(o.name, []).append(o)
-    for output in order:
-        deps = {}
-        for dep in sorted(output.requires):
-            candidates = [d for d in by_name.get(dep, []) if not d.skipped]
-            if candidates:
-                deps[dep] = _digest(sorted(d.input_hash for d in candidates))
-        output.dependency_hashes = deps
-        output.input_hash = _digest({"scheme": HASH_SCHEME, "own": output.own_digests, "deps": deps})
-
-
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _walk(folder: Path):
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and not IGNORED_NAMES.intersection(path.relative_to(folder).parts):
-            yield path
-
-
-def _shared_references(folder: Path) -> set[str]:
-    refs = set()
-    pattern = re.compile(SHARED_SCRIPTS + r"/([\w.\-/]+)")
-    for path in _walk(folder):
-        try:
-            refs.update(m.rstrip("/.") for m in pattern.findall(path.read_text(errors="ignore")))
-        except OSError:
-            continue
-    return refs
-
-
-def _hashable_recipe(stage1: dict) -> dict:
-    data = json.loads(json.dumps(stage1, default=str))
-    script = (data.get("build") or {}).get("script") or {}
-    if isinstance(script, dict) and isinstance(script.get("env"), dict):
-        for knob in BUILD_KNOBS:
-            script["env"].pop(knob, None)
-    if isinstance(data.get("extra"), dict):  # estimates (estimates.py) and the plan's origin label do not change the package
-        data["extra"].pop("estimate", None)
-        data["extra"].pop("origin", None)  # where plan says it comes from: the sources themselves are hashed
-    build_reqs = (data.get("requirements") or {}).get("build")
-    if isinstance(build_reqs, list):  # a compiler cache in the build env changes speed, not output
-        data["requirements"]["build"] = [r for r in build_reqs if str(r).split()[0] not in COMPILER_CACHES]
-    return data
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _spec_name(spec: Any) -> str | None:

@@ -17,7 +17,8 @@ from .errors import BuildFailed, UserError
 from .estimates import DiskNeed, Estimate, check_disk, disk_needs, estimate_for, recorded_builds, this_host
 from .options import Options
 from .prebuilt import LOCK_COMMAND, LOCK_FILE, PYTORCH_FROM, SHA256_SUFFIX, SOURCE, URL_SUFFIX, origin_of
-from .recipes import Output, VariantChoice, compute_input_hashes, render_all, variant_choice
+from .input_hash import compute_input_hashes
+from .recipes import Output, VariantChoice, render_all, variant_choice
 from .sources import ZERO_SHA256, Source, SourceCache, sources_of
 from .ui import Progress, Reporter
 

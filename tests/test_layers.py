@@ -34,7 +34,7 @@ LAYERS = {
     "share.targets": WORK, "share.store": WORK, "share.s3": WORK, "share.credentials": WORK, "share.lookup": WORK,
     # Declarations: what recipes and tables declare, rendered
     "recipes": DECLARATIONS, "prebuilt": DECLARATIONS, "architectures": DECLARATIONS, "upstreams": DECLARATIONS,
-    "sources": DECLARATIONS, "imports": DECLARATIONS, "pypi_table": DECLARATIONS,
+    "sources": DECLARATIONS, "imports": DECLARATIONS, "pypi_table": DECLARATIONS, "input_hash": DECLARATIONS,
     # Base: errors, HTTP, signals, options, output
     "errors": BASE, "web": BASE, "stops": BASE, "channels": BASE, "options": BASE, "crashpoints": BASE,
     "detect": BASE, "ui": BASE, "package_index": BASE, "yaml_files": BASE,
