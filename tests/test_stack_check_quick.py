@@ -20,6 +20,16 @@ def test_without_a_gpu_it_says_so_in_one_line_and_passes(capsys):
     assert err == ""
 
 
+def test_without_pytorch_it_says_so_in_one_line_and_passes(capsys, monkeypatch):
+    # aotriton's and rocm-stack-check's own test environments have no PyTorch
+    from rocm_stack_check import environment
+
+    monkeypatch.setattr(environment, "import_torch", lambda: (None, "ModuleNotFoundError: No module named 'torch'"))
+    assert main(["bench", "--quick", "--expect-speedup", "--log-json"]) == exit_codes.OK
+    out = capsys.readouterr().out
+    assert out.strip().count("\n") == 0 and "no GPU: PyTorch not importable" in out
+
+
 def test_quick_options_without_quick_are_refused_in_one_line(capsys):
     assert main(["bench", "--expect-speedup"]) == exit_codes.USAGE
     assert capsys.readouterr().err.strip() == "rocm-stack-check bench: --expect-speedup goes with --quick: add --quick"
