@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,12 +34,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_for_port(port: int, process: subprocess.Popen) -> None:
+def wait_for_port(port: int, process: subprocess.Popen, log) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            log.seek(0)
             raise RuntimeError(f"server exited with {process.returncode} before listening on {port}: "
-                               f"{process.stdout.read()[-2000:]}")
+                               f"{log.read()[-2000:]}")
         with contextlib.suppress(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return
@@ -49,10 +51,13 @@ def wait_for_port(port: int, process: subprocess.Popen) -> None:
 @contextlib.contextmanager
 def running(command: list[str], port: int, env: dict | None = None):
     environment = {k: v for k, v in os.environ.items() if k != "INITIAL_NO_AUTH_ACTION_COUNT"}
-    process = subprocess.Popen(command, env={**environment, **(env or {})}, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    # The server logs every request: into a file, not a pipe that nobody reads, which would fill up and
+    # stop the server mid-request once a test has made enough of them.
+    log = tempfile.TemporaryFile("w+")
+    process = subprocess.Popen(command, env={**environment, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
+                               text=True)
     try:
-        wait_for_port(port, process)
+        wait_for_port(port, process, log)
         yield process
     finally:
         process.terminate()
@@ -61,6 +66,7 @@ def running(command: list[str], port: int, env: dict | None = None):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        log.close()
 
 
 @contextlib.contextmanager

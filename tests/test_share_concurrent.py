@@ -1,0 +1,215 @@
+"""A team channel that four machines publish into, one after another, all at once, and killed midway.
+
+Four workspaces build the test graph for gfx1151, gfx1100, gfx942 and gfx90a, each on its own, as four
+machines do: each makes its own copy of the arch-neutral package (rocm-stack-check), with the same input
+hash but other bytes (builds record their time and paths). Targets are folders and a moto S3 server on
+127.0.0.1; nothing else is contacted.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrate.share.lookup import read_lookup
+from orchestrate.share.publish import read_index
+from orchestrate.share.targets import FolderStore, parse_target
+from share_helpers import EXIT_WITHOUT_FINALIZING, S3_ENV, make_workspace, moto_server, orchestrate, s3_client
+
+pytestmark = pytest.mark.timeout(300)
+ARCHES = ("gfx1151", "gfx1100", "gfx942", "gfx90a")
+ROUNDS = 3
+BUCKET = "team"
+
+
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """arch -> (workspace, local channel), each built on its own, as on four machines."""
+    built = {}
+    for arch in ARCHES:
+        root = tmp_path_factory.mktemp(arch)
+        workspace, channel = make_workspace(root), root / "channel"
+        result = orchestrate("build-all", "--workspace", str(workspace), "--channel", str(channel), "--arch", arch,
+                             "--no-tests", timeout=300)
+        assert result.returncode == 0, result.stderr
+        built[arch] = (workspace, channel)
+    noarch = {sha(channel / "noarch") for _, channel in built.values()}
+    assert len(noarch) == len(ARCHES), "the premise: each machine's arch-neutral package has other bytes"
+    return built
+
+
+def sha(folder: Path) -> str:
+    from orchestrate.channel import sha256_of
+
+    return sha256_of(next(folder.glob("*.conda")))
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with moto_server() as endpoint:
+        yield endpoint
+
+
+def publish_command(machines, arch: str, target: str) -> list[str]:
+    workspace, channel = machines[arch]
+    return ["publish", "--workspace", str(workspace), "--channel", str(channel), "--to", target]
+
+
+def s3_env(endpoint: str) -> dict:
+    return {**S3_ENV, "AWS_ENDPOINT_URL": endpoint}
+
+
+@contextlib.contextmanager
+def environment(env: dict):
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+
+
+def store_for(target: str, env: dict):
+    with environment(env):
+        return parse_target(target, {})
+
+
+def expected_files(machines) -> set[str]:
+    """Every machine's own packages, and the arch-neutral one once."""
+    files = set()
+    for _, channel in machines.values():
+        files |= {f"{p.parent.name}/{p.name}" for p in channel.glob("*/*.conda")}
+    return files
+
+
+def assert_whole(store, expected: set[str]) -> None:
+    """What a teammate relies on: the index lists every file, each whole; the lookup covers each one."""
+    listed, damaged = read_index(store)
+    assert not damaged
+    assert set(listed) == expected
+    for file, record in listed.items():
+        assert store.size(file) == record["size"], f"{file} is not whole"
+        assert store.sha256(file) == record["sha256"], f"{file} is not what the index says"
+    lookup = read_lookup(store)
+    assert not lookup.damaged
+    for file, record in listed.items():
+        assert lookup.entries[file]["sha256"] == record["sha256"], f"the lookup entry of {file} is wrong"
+    manifest = json.loads(store.read("orchestrate-manifest.json"))["packages"]
+    assert set(manifest) == expected, "orchestrate-manifest.json (what HTTP readers use) misses entries"
+
+
+def run_at_once(commands: list[list[str]], env: dict) -> list[subprocess.CompletedProcess]:
+    processes = [subprocess.Popen([sys.executable, "-c", EXIT_WITHOUT_FINALIZING, *command],
+                                  env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for command in commands]
+    results = []
+    for process, command in zip(processes, commands):
+        out, err = process.communicate(timeout=240)
+        results.append(subprocess.CompletedProcess(command, process.returncode, out, err))
+    return results
+
+
+def test_four_machines_one_after_another_all_succeed(machines, tmp_path):
+    target = (tmp_path / "team").as_uri()
+    outputs = []
+    for arch in ARCHES:
+        result = orchestrate(*publish_command(machines, arch, target))
+        assert result.returncode == 0, f"{arch}: {result.stderr}"
+        outputs.append(result.stdout)
+    # the first machine's arch-neutral package stays; the others' copies have the same input hash
+    assert all("1 kept the channel's copy (same input hash)" in out for out in outputs[1:])
+    store = FolderStore(tmp_path / "team")
+    assert_whole(store, expected_files(machines))
+    first_noarch = sha(machines[ARCHES[0]][1] / "noarch")
+    assert {r["sha256"] for f, r in read_index(store)[0].items() if f.startswith("noarch/")} == {first_noarch}
+
+
+@pytest.mark.parametrize("kind", ["folder", "s3"])
+def test_four_machines_at_once_lose_nothing(machines, kind, s3, tmp_path):
+    for round_ in range(ROUNDS):
+        if kind == "folder":
+            target, env = (tmp_path / f"round{round_}").as_uri(), {}
+        else:
+            s3_client(s3).create_bucket(Bucket=f"{BUCKET}{round_}")
+            target, env = f"s3://{BUCKET}{round_}/stack", s3_env(s3)
+        results = run_at_once([publish_command(machines, arch, target) for arch in ARCHES], env)
+        for arch, result in zip(ARCHES, results):
+            assert result.returncode == 0, f"round {round_}, {arch}: {result.stderr}"
+            assert "published" in result.stdout
+        assert_whole(store_for(target, env), expected_files(machines))
+
+
+@pytest.mark.parametrize("kind", ["folder", "s3"])
+def test_a_fresh_machine_using_the_team_channel_as_its_cache_builds_nothing(machines, kind, s3, tmp_path):
+    if kind == "folder":
+        target, env = (tmp_path / "team").as_uri(), {}
+    else:
+        s3_client(s3).create_bucket(Bucket=f"{BUCKET}-cache")
+        target, env = f"s3://{BUCKET}-cache/stack", s3_env(s3)
+    for result in run_at_once([publish_command(machines, arch, target) for arch in ARCHES], env):
+        assert result.returncode == 0, result.stderr
+    workspace, _ = machines["gfx1100"]
+    fresh = tmp_path / "fresh"
+    result = orchestrate("build-all", "--workspace", str(workspace), "--channel", str(fresh), "--arch", "gfx1100",
+                         "--no-tests", "--cache-channel", target, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "10 from cache" in result.stdout and "built " not in result.stdout
+
+
+def unzstd(raw: bytes) -> bytes | None:
+    """repodata.json.zst decompressed by the zstd tool (on every CI image); None where it is missing."""
+    if not shutil.which("zstd"):
+        return None
+    return subprocess.run(["zstd", "-dc"], input=raw, capture_output=True, check=True).stdout
+
+
+def listed_files_are_whole(store) -> None:
+    """The index (repodata.json and the .zst pixi reads first) lists only files that are there, whole."""
+    for subdir in ("noarch", "linux-64"):
+        for name in ("repodata.json", "repodata.json.zst"):
+            raw = store.read(f"{subdir}/{name}")
+            if raw is not None and name.endswith(".zst"):
+                raw = unzstd(raw)
+            if raw is None:
+                continue
+            data = json.loads(raw)
+            for key in ("packages", "packages.conda"):
+                for file, record in (data.get(key) or {}).items():
+                    assert store.size(f"{subdir}/{file}") == record["size"], f"{subdir}/{name} lists {file}"
+
+
+@pytest.mark.parametrize("kind", ["folder", "s3"])
+def test_a_publish_killed_at_random_points_is_completed_by_the_next(machines, kind, s3, tmp_path):
+    seed = random.randrange(1 << 30)
+    chooser = random.Random(seed)
+    for attempt in range(3):
+        if kind == "folder":
+            target, env = (tmp_path / f"killed{attempt}").as_uri(), {}
+        else:
+            s3_client(s3).create_bucket(Bucket=f"{BUCKET}-killed{attempt}")
+            target, env = f"s3://{BUCKET}-killed{attempt}/stack", s3_env(s3)
+        store = store_for(target, env)
+        for arch in ARCHES[:2]:
+            command = [sys.executable, "-c", EXIT_WITHOUT_FINALIZING, *publish_command(machines, arch, target)]
+            process = subprocess.Popen(command, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+            time.sleep(chooser.uniform(0.5, 4.0))
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            listed_files_are_whole(store)
+        for arch in ARCHES[:2]:
+            rerun = orchestrate(*publish_command(machines, arch, target), env=env)
+            assert rerun.returncode == 0, f"seed {seed}: {rerun.stderr}"
+        whole = {f for f in expected_files(machines) if f.startswith("noarch/") or
+                 any(a in f for a in ARCHES[:2])}
+        assert_whole(store, whole)
