@@ -255,13 +255,19 @@ def test_verify_an_s3_channel(orchestrate, built, monkeypatch):
         file = f"linux-64/{package(built, 'aiter').name}"
         client.delete_object(Bucket="team", Key=f"stack/{file}")
         client.put_object(Bucket="team", Key="stack/noarch/stray-1.0-h0_0.conda", Body=b"not a package")
+        flipped = f"linux-64/{package(built, 'triton').name}"
+        body = bytearray(package(built, "triton").read_bytes())
+        body[500] ^= 1  # same size, other bytes: only the sha256 tells
+        client.put_object(Bucket="team", Key=f"stack/{flipped}", Body=bytes(body))
         result = orchestrate("verify", "--from", "s3://team/stack")
         assert result.code == 1
         lines = problem_lines(result.out)
-        assert len(lines) == 2, result.out
+        assert len(lines) == 3, result.out
         assert lines[0].startswith(f"{file}: listed in linux-64/repodata.json but not there")
         assert "orchestrate publish --to s3://team/stack" in lines[0]
-        assert lines[1].startswith("noarch/stray-1.0-h0_0.conda: not listed in noarch/repodata.json")
+        assert lines[1].startswith(f"{flipped}: sha256 ") and "remove it there, then publish it again" in lines[1]
+        assert lines[2].startswith("noarch/stray-1.0-h0_0.conda: not listed in noarch/repodata.json")
+        assert orchestrate("verify", "--from", "s3://team/stack", "--quick").out.count(" — ") == 2
 
 
 def test_verify_over_http_names_a_damaged_package(built, tmp_path):

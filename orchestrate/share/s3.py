@@ -141,14 +141,21 @@ class S3Store(Store):
     def check(self) -> None:
         self._call("checking the bucket", self.client().head_bucket, Bucket=self.bucket)
 
-    def _get(self, relpath: str) -> tuple[bytes | None, str | None]:
+    def _open(self, relpath: str) -> dict | None:
+        """get_object's answer (its Body not read yet), or None when there is no such object."""
         answer = self._attempt(f"reading {relpath}", self.client().get_object, Bucket=self.bucket,
                                Key=self._key(relpath))
         if isinstance(answer, str):
             if answer in MISSING:
-                return None, None
+                return None
             raise self._explain(RuntimeError(answer), f"reading {relpath}")
-        return answer["Body"].read(), answer["ETag"]
+        return answer
+
+    def _get(self, relpath: str) -> tuple[bytes | None, str | None]:
+        answer = self._open(relpath)
+        if answer is None:
+            return None, None
+        return self._call(f"reading {relpath}", answer["Body"].read), answer["ETag"]
 
     def read(self, relpath: str) -> bytes | None:
         return self._get(relpath)[0]
@@ -171,8 +178,18 @@ class S3Store(Store):
         return None if isinstance(answer, str) else int(answer["ContentLength"])
 
     def sha256(self, relpath: str) -> str | None:
-        data = self.read(relpath)  # package files a publish compares are small next to building them
-        return None if data is None else hashlib.sha256(data).hexdigest()
+        """Streamed, not held in memory: `verify` hashes every package of a channel, some of them gigabytes."""
+        answer = self._open(relpath)
+        if answer is None:
+            return None
+        digest = hashlib.sha256()
+
+        def consume() -> None:
+            for chunk in answer["Body"].iter_chunks(1 << 20):
+                digest.update(chunk)
+
+        self._call(f"reading {relpath}", consume)
+        return digest.hexdigest()
 
     def create(self, relpath: str, local: Path | None = None, data: bytes | None = None) -> bool:
         if local is not None and local.stat().st_size > MULTIPART_CHUNK:
