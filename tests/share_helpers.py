@@ -38,9 +38,10 @@ def wait_for_port(port: int, process: subprocess.Popen, log) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            log.seek(0)
+            if log:
+                log.seek(0)
             raise RuntimeError(f"server exited with {process.returncode} before listening on {port}: "
-                               f"{log.read()[-2000:]}")
+                               f"{(log or process.stdout).read()[-2000:]}")
         with contextlib.suppress(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return
@@ -49,13 +50,13 @@ def wait_for_port(port: int, process: subprocess.Popen, log) -> None:
 
 
 @contextlib.contextmanager
-def running(command: list[str], port: int, env: dict | None = None):
+def running(command: list[str], port: int, env: dict | None = None, log_to_file: bool = False):
+    """The server's output comes on process.stdout; with log_to_file (a server that logs every request),
+    into a file instead: a pipe that nobody reads fills up and stops the server mid-request."""
     environment = {k: v for k, v in os.environ.items() if k != "INITIAL_NO_AUTH_ACTION_COUNT"}
-    # The server logs every request: into a file, not a pipe that nobody reads, which would fill up and
-    # stop the server mid-request once a test has made enough of them.
-    log = tempfile.TemporaryFile("w+")
-    process = subprocess.Popen(command, env={**environment, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
-                               text=True)
+    log = tempfile.TemporaryFile("w+") if log_to_file else None
+    process = subprocess.Popen(command, env={**environment, **(env or {})}, stdout=log or subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
     try:
         wait_for_port(port, process, log)
         yield process
@@ -66,7 +67,8 @@ def running(command: list[str], port: int, env: dict | None = None):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        log.close()
+        if log:
+            log.close()
 
 
 @contextlib.contextmanager
@@ -76,7 +78,8 @@ def moto_server(enforce_iam: bool = False):
     port = free_port()
     # With IAM enforced, the first 3 requests (create user, key, policy) are let through unsigned.
     env = {"INITIAL_NO_AUTH_ACTION_COUNT": "3"} if enforce_iam else {}
-    with running([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], port, env):
+    with running([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], port, env,
+                 log_to_file=True):
         yield f"http://127.0.0.1:{port}"
 
 
