@@ -12,11 +12,12 @@ import pytest
 ARCH = "gfx1151"
 
 
-@pytest.fixture
-def umask_022():
-    old = os.umask(0o022)
+@pytest.fixture(params=[0o022, 0o027], ids=["umask 022", "umask 027"])
+def umask(request):
+    """Run under this umask, restored after; yields the mode a plain create gives (0644 under 022)."""
+    old = os.umask(request.param)
     try:
-        yield
+        yield oct(0o666 & ~request.param)
     finally:
         os.umask(old)
 
@@ -76,38 +77,38 @@ def test_build_all_rebuilds_a_truncated_package_and_says_why(orchestrate, built)
     assert orchestrate("status", "--arch", ARCH, "-q").out.count("gfx1151: 9 package(s)") == 1
 
 
-def test_build_all_replaces_a_deleted_package_and_says_why(orchestrate, built):
+def test_build_replaces_a_deleted_package_and_says_why(orchestrate, built):
     channel = built
     package(channel, "vllm").unlink()
-    result = orchestrate("build-all", "--arch", ARCH, "--no-tests", "-q")
+    result = orchestrate("build", "vllm", "--arch", ARCH, "--no-tests", "-q")
     assert result.code == 0, result.err
     line = row(result.out.split("Summary for")[1], "vllm")
     assert " built " in line and "missing from channel" in line
     assert package(channel, "vllm").is_file()
 
 
-def test_local_channel_and_folder_publish_are_readable_by_the_team(orchestrate, workspace, umask_022, tmp_path):
+def test_local_channel_and_folder_publish_are_readable_by_the_team(orchestrate, workspace, umask, tmp_path):
     result = orchestrate("build-all", "--arch", ARCH, "--no-tests", "-q")
     assert result.code == 0, result.err
     local = modes(workspace / "channel")
     assert any(f.endswith(".conda") for f in local) and "orchestrate-manifest.json" in local
     assert any(f.endswith("repodata.json") for f in local)
-    assert set(local.values()) == {"0o644"}, local
+    assert set(local.values()) == {umask}, local
 
     shared = tmp_path / "shared"
     result = orchestrate("publish", "--to", shared.as_uri())
     assert result.code == 0, result.err
     published = modes(shared)
     assert any(f.endswith(".conda") for f in published)
-    assert set(published.values()) == {"0o644"}, published
+    assert set(published.values()) == {umask}, published
 
 
-def test_build_all_gives_packages_of_older_runs_the_umask_mode(orchestrate, built, umask_022):
+def test_build_all_gives_packages_of_older_runs_the_umask_mode(orchestrate, built, umask):
     channel = built
     triton = package(channel, "triton")
     triton.chmod(0o600)  # what earlier versions left in every channel
     assert orchestrate("build-all", "--arch", ARCH, "--no-tests", "-q").code == 0
-    assert oct(stat.S_IMODE(triton.stat().st_mode)) == "0o644"
+    assert oct(stat.S_IMODE(triton.stat().st_mode)) == umask
 
 
 # -- orchestrate verify -----------------------------------------------------------------------------------
