@@ -318,3 +318,13 @@ def test_verify_says_when_a_build_is_writing_the_channel(orchestrate, built):
     finally:
         built.unlock()
     assert result.code == 2 and "is in use by" in result.err and "Traceback" not in result.err
+
+
+def test_publish_leaves_a_damaged_package_behind_and_says_so(orchestrate, built, tmp_path):
+    shared = tmp_path / "shared"
+    file = damage_truncated(built)
+    result = orchestrate("publish", "--to", shared.as_uri())
+    assert result.code == 0, result.err
+    assert f"not publishing {file}: damaged in channel: size differs from manifest" in result.err
+    assert not (shared / file).exists()
+    assert orchestrate("verify", "--from", shared.as_uri()).code == 0

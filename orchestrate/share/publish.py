@@ -123,6 +123,8 @@ def publish(options: Options, target_url: str, packages: list[str], reporter: Re
     channel.lock(f"orchestrate publish --to {target.url}")
     try:
         entries = select_entries(channel, options.arch, packages)
+        for file, why in sorted(channel.unsound().items()):  # a damaged copy is never spread to the team
+            reporter.error(f"not publishing {file}: {why}; `orchestrate build-all` replaces it, then publish again")
         if isinstance(target, PackageServer):
             return _publish_to_server(channel, entries, target, reporter)
         if not target.writable:
