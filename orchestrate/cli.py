@@ -62,6 +62,9 @@ def make_parser() -> argparse.ArgumentParser:
                            help="also build these (e.g. composable-kernel), with what they need")
     build_all.add_argument("--all", action="store_true", dest="everything",
                            help="build every recipe the architecture gets, not only what rocm-stack needs")
+    build_all.add_argument("--arch-neutral", action="store_true",
+                           help="build only the packages every architecture shares (same input hash for all), "
+                                "once: CI's first job, whose channel the architectures' jobs then use as cache")
     build = sub.add_parser("build", help="build packages and whatever they need")
     _common(build, build=True)
     build.add_argument("packages", nargs="+", metavar="PKG")
@@ -103,6 +106,12 @@ def _make_plan(args, options: Options) -> runner.Plan:
     """`build` and `plan PKG` plan the named packages; `build-all` (and `plan`) the default closure plus
     any named package, or every recipe with --all."""
     packages = list(getattr(args, "packages", None) or [])
+    if getattr(args, "arch_neutral", False):
+        if packages or args.everything:
+            raise UserError("--arch-neutral picks the packages itself: drop the package names and --all")
+        from .neutral import arch_neutral_plan
+
+        return arch_neutral_plan(options)
     if args.command == "build-all" or (args.command == "plan" and getattr(args, "everything", False)):
         return runner.make_plan(options, None, also=packages, everything=getattr(args, "everything", False))
     return runner.make_plan(options, packages)

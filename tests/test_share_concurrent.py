@@ -213,3 +213,38 @@ def test_a_publish_killed_at_random_points_is_completed_by_the_next(machines, ki
         whole = {f for f in expected_files(machines) if f.startswith("noarch/") or
                  any(a in f for a in ARCHES[:2])}
         assert_whole(store, whole)
+
+
+def test_ci_builds_the_shared_packages_once_and_the_architectures_take_them(machines, tmp_path):
+    """build-channel.yml's flow: `build-all --arch-neutral` builds what every architecture shares, and
+    publishes it; each architecture's job uses the channel as its cache, builds only its own packages and
+    publishes at once."""
+    workspace, _ = machines["gfx1151"]
+    target = (tmp_path / "team").as_uri()
+    neutral = tmp_path / "arch-neutral"
+    first = orchestrate("build-all", "--arch-neutral", "--workspace", str(workspace), "--channel", str(neutral),
+                        "--no-tests", timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert [p.name for p in neutral.glob("*/*.conda")] == [p.name for p in machines["gfx1151"][1].glob("noarch/*")
+                                                          if p.suffix == ".conda"]
+    assert orchestrate("publish", "--workspace", str(workspace), "--channel", str(neutral), "--to", target).returncode == 0
+    channels = {arch: tmp_path / arch for arch in ARCHES[:2]}
+    for arch, channel in channels.items():
+        result = orchestrate("build-all", "--workspace", str(workspace), "--channel", str(channel), "--arch", arch,
+                             "--no-tests", "--cache-channel", target, timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert "rocm-stack-check" not in {line.split()[1].rsplit("-", 2)[0] for line in result.stdout.splitlines()
+                                          if line.startswith("built ")}
+    results = run_at_once([["publish", "--workspace", str(workspace), "--channel", str(channel), "--to", target]
+                           for channel in channels.values()], {})
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+    whole = {f"{p.parent.name}/{p.name}" for channel in channels.values() for p in channel.glob("*/*.conda")}
+    assert_whole(FolderStore(tmp_path / "team"), whole)
+
+
+def test_arch_neutral_takes_no_package_names(machines):
+    workspace, channel = machines["gfx1151"]
+    result = orchestrate("build-all", "--arch-neutral", "--workspace", str(workspace), "--channel", str(channel),
+                         "vllm")
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
+    assert "--arch-neutral picks the packages itself" in result.stderr

@@ -1,4 +1,5 @@
-"""The CI workflow: one build job per variant file, the shared channel as cache, one serial publish."""
+"""The CI workflow: the arch-neutral packages built once, then one build job per variant file with the
+shared channel as cache, each publishing as soon as it finishes."""
 from __future__ import annotations
 
 import shutil
@@ -16,19 +17,25 @@ def load() -> dict:
     return yaml.load(WORKFLOW.read_text(), Loader=yaml.BaseLoader)  # BaseLoader: `on` stays a string key
 
 
-def test_builds_one_architecture_per_job_with_the_cache_and_publishes_once():
+def runs(job: dict) -> str:
+    return "\n".join(step.get("run", "") for step in job["steps"])
+
+
+def test_builds_the_shared_packages_once_then_one_architecture_per_job_each_publishing():
     workflow = load()
     inputs = workflow["on"]["workflow_dispatch"]["inputs"]
     assert {"channel", "architectures", "runner-labels", "s3-endpoint-url", "s3-region"} <= set(inputs)
     assert set(inputs) == set(workflow["on"]["workflow_call"]["inputs"])
     assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PREFIX_API_KEY"} <= set(workflow["on"]["workflow_call"]["secrets"])
-    build = workflow["jobs"]["build"]
+    neutral, build = workflow["jobs"]["arch-neutral"], workflow["jobs"]["build"]
+    assert "orchestrate build-all --arch-neutral" in runs(neutral) and 'publish --to "$CHANNEL"' in runs(neutral)
+    assert "arch-neutral" in build["needs"]
     assert build["runs-on"] == "${{ fromJSON(inputs.runner-labels) }}"
     assert build["strategy"]["fail-fast"] == "false"
-    commands = "\n".join(step.get("run", "") for step in build["steps"])
-    assert '--cache-channel "$CHANNEL"' in commands and 'build-all --arch "${{ matrix.arch }}"' in commands
-    assert "orchestrate publish" not in commands  # only the publish job writes the channel
-    assert "orchestrate publish" in "\n".join(s.get("run", "") for s in workflow["jobs"]["publish"]["steps"])
+    assert '--cache-channel "$CHANNEL"' in runs(build) and 'build-all --arch "${{ matrix.arch }}"' in runs(build)
+    assert "file://$PWD/arch-neutral" in runs(build)  # the first job's artifact, should its publish have failed
+    assert 'orchestrate publish --to "$CHANNEL"' in runs(build)  # each architecture publishes when it is done
+    assert "publish" not in workflow["jobs"]  # no serial publish job waiting for the slowest architecture
 
 
 def test_the_matrix_is_the_variant_files():

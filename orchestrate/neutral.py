@@ -1,0 +1,42 @@
+"""`build-all --arch-neutral`: the packages that every architecture shares, built once.
+
+A package is arch-neutral when every architecture's plan holds it with the same input hash (same input
+hash = same package): in the real stack the host SDK, pytorch-base, triton, torchaudio, the PyPI repacks
+and rocm-stack-check. CI builds them in a first job and publishes them; each architecture's job then
+takes them from the channel instead of building its own copy.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import runner
+from .architectures import ArchitectureTable
+from .errors import UserError
+from .options import Options
+
+
+def arch_neutral_names(options: Options) -> set[str]:
+    """Names whose every output has one input hash in all architectures' default plans."""
+    arches = ArchitectureTable.load(options.variants_dir).names()
+    hashes: dict[str, dict[str, frozenset[str]]] = {}  # name -> arch -> input hashes of its outputs
+    for arch in arches:
+        plan = runner.make_plan(replace(options, arch=arch))
+        by_name: dict[str, set[str]] = {}
+        for step in plan.steps:
+            if step.state not in (runner.SKIP, runner.NOT_NEEDED):
+                by_name.setdefault(step.output.name, set()).add(step.output.input_hash)
+        for name, found in by_name.items():
+            hashes.setdefault(name, {})[arch] = frozenset(found)
+    return {name for name, by_arch in hashes.items()
+            if len(by_arch) == len(arches) and len(set(by_arch.values())) == 1}
+
+
+def arch_neutral_plan(options: Options) -> runner.Plan:
+    """The plan that builds the arch-neutral packages (and nothing else), under --arch or the table's first
+    architecture: which one does not change them."""
+    names = arch_neutral_names(options)
+    if not names:
+        raise UserError("no package has the same input hash for every architecture, so --arch-neutral has "
+                        "nothing to build: run `orchestrate build-all --arch ARCH` for each architecture")
+    arch = options.arch or ArchitectureTable.load(options.variants_dir).names()[0]
+    return runner.make_plan(replace(options, arch=arch), sorted(names))
