@@ -26,7 +26,7 @@ LAYERS = {
     # Commands: one module per user command
     "runner": COMMANDS, "fetch": COMMANDS, "doctor": COMMANDS, "pins": COMMANDS, "contract": COMMANDS,
     "import_contract": COMMANDS,
-    "clean": COMMANDS, "pypi": COMMANDS, "resolve": COMMANDS,
+    "clean": COMMANDS, "pypi": COMMANDS, "resolve": COMMANDS, "neutral": COMMANDS,
     "share": COMMANDS, "share.publish": COMMANDS, "share.serve": COMMANDS, "share.cache": COMMANDS,
     "share.consumer": COMMANDS, "share.verify": COMMANDS,
     # Work: build one package, keep the channel, explain a failure, store a shared channel
