@@ -248,3 +248,41 @@ def test_arch_neutral_takes_no_package_names(machines):
                          "vllm")
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
     assert "--arch-neutral picks the packages itself" in result.stderr
+
+
+def test_a_different_package_under_the_same_file_name_is_refused_and_nothing_is_uploaded(machines, tmp_path):
+    """A recipe change that leaves the file name alone (a comment) gives another input hash: that is another
+    package, and the channel's file is never replaced by it."""
+    target = tmp_path / "team"
+    original_workspace, original = machines["gfx1151"]
+    assert orchestrate("publish", "--workspace", str(original_workspace), "--channel", str(original),
+                       "--to", target.as_uri(), "rocm-stack-check").returncode == 0
+    workspace = make_workspace(tmp_path / "changed")
+    recipe = workspace / "recipes" / "rocm-stack-check" / "recipe.yaml"
+    recipe.write_text(recipe.read_text() + "\n# a change that alters the input hash, not the file name\n")
+    changed = tmp_path / "changed-channel"
+    assert orchestrate("build-all", "--workspace", str(workspace), "--channel", str(changed), "--arch", "gfx1100",
+                       "--no-tests", timeout=300).returncode == 0
+    assert {p.name for p in changed.glob("noarch/*.conda")} == {p.name for p in original.glob("noarch/*.conda")}
+    before = {p: p.read_bytes() for p in target.rglob("*") if p.is_file() and p.name != ".orchestrate-index.lock"}
+    result = orchestrate("publish", "--workspace", str(workspace), "--channel", str(changed), "--to", target.as_uri())
+    assert result.returncode == 2
+    assert "already has noarch/rocm-stack-check-" in result.stderr and "different content" in result.stderr
+    after = {p: p.read_bytes() for p in target.rglob("*") if p.is_file() and p.name != ".orchestrate-index.lock"}
+    assert after == before, "a refused publish leaves the channel exactly as it was"
+
+
+def test_a_killed_publishs_old_private_copies_are_tidied_and_fresh_ones_kept(machines, tmp_path):
+    """A publish killed mid-copy leaves a hidden private copy; the next publish removes it once it is a day
+    old, never one that another machine may still be writing."""
+    workspace, channel = machines["gfx1151"]
+    target = tmp_path / "team"
+    (target / "linux-64").mkdir(parents=True)
+    old = target / "linux-64" / ".pytorch-x.conda.host-1-1.incoming"
+    fresh = target / "noarch" / ".y.conda.host-2-2.incoming"
+    fresh.parent.mkdir()
+    old.write_bytes(b"half a package")
+    fresh.write_bytes(b"being written")
+    os.utime(old, (time.time() - 2 * 86400,) * 2)
+    assert orchestrate(*publish_command(machines, "gfx1151", target.as_uri())).returncode == 0
+    assert not old.exists() and fresh.exists()

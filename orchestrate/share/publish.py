@@ -147,8 +147,23 @@ def _complete(entries: list[ManifestEntry], channel: Channel, store: Store, list
     return True
 
 
+def _same_packages_listed(entries: list[ManifestEntry], store: Store, listed: dict,
+                          lookup: Lookup) -> dict[str, ManifestEntry]:
+    """For each of our files that the index lists with other bytes, the channel's entry for its copy of the
+    same package; refused before anything is uploaded when one of them is a different package."""
+    theirs = {}
+    for entry in entries:
+        remote_sha = listed.get(entry.file, {}).get("sha256", entry.sha256)
+        if remote_sha != entry.sha256:
+            same = same_package(entry, remote_sha, store, lookup)
+            if same is None:
+                raise different_content(store.url, entry, remote_sha)
+            theirs[entry.file] = same
+    return theirs
+
+
 def _place(channel: Channel, entry: ManifestEntry, store: Store, listed: dict, lookup: Lookup,
-           placed: Placed, reporter: Reporter) -> None:
+           theirs: dict[str, ManifestEntry], placed: Placed, reporter: Reporter) -> None:
     """Step 1 and 2 for one package: its file, then its lookup entry, both create-only."""
     record = listed.get(entry.file)
     remote_sha = record.get("sha256", "") if record else None
@@ -165,7 +180,7 @@ def _place(channel: Channel, entry: ManifestEntry, store: Store, listed: dict, l
     if remote_sha == entry.sha256:
         placed.there.append(entry)
     elif remote_sha is not None:
-        mine = same_package(entry, remote_sha, store, lookup)
+        mine = theirs.get(entry.file) or same_package(entry, remote_sha, store, lookup)
         if mine is None:
             raise different_content(store.url, entry, remote_sha)
         placed.theirs.append(mine)
@@ -185,10 +200,12 @@ def _publish_to_store(channel: Channel, entries: list[ManifestEntry], store: Sto
     if not damaged_index and _complete(entries, channel, store, listed, lookup):
         reporter.line(f"nothing to publish: all {len(entries)} package(s) are already at {store.url}")
         return 0
+    theirs = _same_packages_listed(entries, store, listed, lookup)
     placed = Placed()
     for entry in entries:
-        _place(channel, entry, store, listed, lookup, placed, reporter)
+        _place(channel, entry, store, listed, lookup, theirs, placed, reporter)
     with store.exclusive(f"orchestrate publish of {len(entries)} package(s)"):
+        store.tidy()
         repaired = _repair(channel, placed, store)
         _index_until_listed(placed.recorded, store, bool(damaged_index), reporter)
         _derive_manifest(placed.recorded, store)

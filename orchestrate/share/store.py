@@ -24,6 +24,8 @@ from ..errors import UserError
 
 INDEX_LOCK = ".orchestrate-index.lock"
 LOCK_WAIT_S = 600  # indexing a large channel takes a while; a publisher waits this long for another one
+STAGED_SUFFIX = ".incoming"
+STALE_STAGED_S = 24 * 3600  # a private copy untouched this long belongs to a publish that was killed
 
 
 def unique_suffix() -> str:
@@ -80,6 +82,10 @@ class Store:
 
     def index(self, force: bool = False) -> None:
         raise NotImplementedError
+
+    def tidy(self) -> list[str]:
+        """Remove what killed publishes left behind and nobody will finish; returns what was removed."""
+        return []
 
 
 class FolderStore(Store):
@@ -144,7 +150,7 @@ class FolderStore(Store):
         """A finished private copy next to `target` (same filesystem, so it can be linked or renamed in).
         Its mode is what the umask gives, like any file the user writes."""
         target.parent.mkdir(parents=True, exist_ok=True)
-        staged = target.with_name(f".{target.name}.{unique_suffix()}.incoming")
+        staged = target.with_name(f".{target.name}.{unique_suffix()}{STAGED_SUFFIX}")
         if local is not None:
             shutil.copyfile(local, staged)
         else:
@@ -211,3 +217,17 @@ class FolderStore(Store):
         except Exception as exc:  # py-rattler raises plain exceptions with the Rust error text
             raise UserError(f"indexing {self.path} failed ({' '.join(str(exc).split())[:200]}): "
                             "fix the folder, then publish again") from None
+
+    def tidy(self) -> list[str]:
+        """Private copies (`.<file>.<host>-<pid>-<n>.incoming`) that a killed publish left; only old ones,
+        since another machine may be writing one right now."""
+        removed = []
+        now = time.time()
+        for staged in self.path.glob(f"**/.*{STAGED_SUFFIX}"):
+            try:
+                if staged.is_file() and now - staged.stat().st_mtime > STALE_STAGED_S:
+                    staged.unlink()
+                    removed.append(str(staged.relative_to(self.path)))
+            except FileNotFoundError:
+                continue  # its publish finished, or another one tidied it
+        return removed
