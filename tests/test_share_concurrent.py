@@ -286,3 +286,37 @@ def test_a_killed_publishs_old_private_copies_are_tidied_and_fresh_ones_kept(mac
     os.utime(old, (time.time() - 2 * 86400,) * 2)
     assert orchestrate(*publish_command(machines, "gfx1151", target.as_uri())).returncode == 0
     assert not old.exists() and fresh.exists()
+
+
+def test_s3_writes_are_create_only_and_updates_compare_and_swap(s3, tmp_path, monkeypatch):
+    """The two S3 primitives the above rests on, against the S3 server: a second create of a name (a
+    single PUT and one in parts) is refused and the first object stays; an update that another publisher
+    overtakes between its read and its write is retried on top of the other's write, which is kept."""
+    from orchestrate.share import s3 as s3_module
+
+    s3_client(s3).create_bucket(Bucket=f"{BUCKET}-primitives")
+    store = store_for(f"s3://{BUCKET}-primitives/stack", s3_env(s3))
+    monkeypatch.setattr(s3_module, "MULTIPART_CHUNK", 5 << 20)  # S3's smallest part: a 12 MiB file goes in 3
+    big = tmp_path / "big.conda"
+    big.write_bytes(os.urandom(12 << 20))
+    with environment(s3_env(s3)):
+        assert store.create("linux-64/big.conda", local=big)
+        assert not store.create("linux-64/big.conda", data=b"another machine's bytes")
+        other = tmp_path / "other.conda"
+        other.write_bytes(os.urandom(12 << 20))
+        assert not store.create("linux-64/big.conda", local=other)
+        assert store.read("linux-64/big.conda") == big.read_bytes()
+
+        overtaken = []
+
+        def add(name):
+            def change(current: bytes | None) -> bytes:
+                names = json.loads(current) if current else []
+                if name == "ours" and not overtaken:  # another publisher writes between our read and write
+                    overtaken.append(True)
+                    store.update("list.json", add("theirs"))
+                return json.dumps(sorted(set(names) | {name})).encode()
+            return change
+
+        store.update("list.json", add("ours"))
+        assert json.loads(store.read("list.json")) == ["ours", "theirs"]

@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import os
 import random
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ CAS_ATTEMPTS = 20
 TAKEN = ("PreconditionFailed", "412")  # If-None-Match/If-Match refused: someone wrote first
 CONFLICT = ("ConditionalRequestConflict", "409")  # a conditional write raced another one: try again
 MISSING = ("NoSuchKey", "404", "NotFound")
+RACED_INDEX = re.compile(r"precondition|condition ?not ?match|\b412\b|\b409\b|ConditionalRequestConflict", re.I)
 
 
 @dataclass(frozen=True)
@@ -195,11 +197,14 @@ class S3Store(Store):
         if local is not None and local.stat().st_size > MULTIPART_CHUNK:
             return self._create_in_parts(relpath, local)
         body = local.read_bytes() if local is not None else data
-        answer = self._attempt(f"uploading {relpath}", self.client().put_object, Bucket=self.bucket,
-                               Key=self._key(relpath), Body=body, IfNoneMatch="*")
-        if answer in CONFLICT:
-            return self.create(relpath, local, data)  # a simultaneous write to the same name: ask again
-        return not isinstance(answer, str)
+        for _ in range(CAS_ATTEMPTS):
+            answer = self._attempt(f"uploading {relpath}", self.client().put_object, Bucket=self.bucket,
+                                   Key=self._key(relpath), Body=body, IfNoneMatch="*")
+            if answer not in CONFLICT:  # else a simultaneous write to the same name: ask again
+                return not isinstance(answer, str)
+            time.sleep(random.uniform(0.05, 0.2))
+        raise UserError(f"{self.url}/{relpath} kept being written by others while uploading it: run the same "
+                        "command again")
 
     def _create_in_parts(self, relpath: str, local: Path) -> bool:
         client, key = self.client(), self._key(relpath)
@@ -260,9 +265,15 @@ class S3Store(Store):
             session_token=keys.session_token.reveal() if keys and keys.session_token else None,
             addressing_style="path" if self.options.path_style else "virtual-host",
         ) if (keys or self.options.endpoint_url) else None
-        try:
-            asyncio.run(index_s3(self.url, credentials=creds, write_shards=False, force=force,
-                                 precondition_checks=True))
-        except Exception as exc:  # py-rattler raises plain exceptions with the Rust error text
-            raise UserError(f"indexing {self.where} failed: {credentials.redact(' '.join(str(exc).split()))[:300]}; "
-                            "run `orchestrate publish` again") from None
+        for attempt in range(CAS_ATTEMPTS):
+            try:
+                asyncio.run(index_s3(self.url, credentials=creds, write_shards=False, force=force,
+                                     precondition_checks=True))
+                return
+            except Exception as exc:  # py-rattler raises plain exceptions with the Rust error text
+                text = credentials.redact(" ".join(str(exc).split()))
+                if not RACED_INDEX.search(text) or attempt == CAS_ATTEMPTS - 1:
+                    raise UserError(f"indexing {self.where} failed: {text[:300]}; run `orchestrate publish` "
+                                    "again") from None
+            # another indexer wrote repodata.json between our read and our conditional write: read again
+            time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))
