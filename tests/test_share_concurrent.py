@@ -320,3 +320,23 @@ def test_s3_writes_are_create_only_and_updates_compare_and_swap(s3, tmp_path, mo
 
         store.update("list.json", add("ours"))
         assert json.loads(store.read("list.json")) == ["ours", "theirs"]
+
+
+def test_a_package_server_holding_another_machines_copy_gets_no_second_one(machines, monkeypatch, capsys):
+    """prefix.dev cannot be reached from a test: its channel is played by the first machine's channel
+    (what the server would serve). The second machine's arch-neutral package has other bytes under the
+    same name and the same input hash: nothing is uploaded, and the publish succeeds."""
+    from rattler_build import upload
+
+    from orchestrate import cli
+    from orchestrate.share.targets import PackageServer
+
+    uploads = []
+    monkeypatch.setattr(upload, "upload_package_to_prefix", lambda files, *a, **kw: uploads.append(files))
+    served = FolderStore(machines["gfx1151"][1])
+    monkeypatch.setattr(PackageServer, "reader", lambda self: served)
+    workspace, channel = machines["gfx1100"]
+    code = cli.main(["publish", "--workspace", str(workspace), "--channel", str(channel), "--to", "prefix://team",
+                     "rocm-stack-check"])
+    assert code == 0 and uploads == []
+    assert "(1 as the channel's copy, same input hash)" in capsys.readouterr().out
