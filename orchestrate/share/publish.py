@@ -252,7 +252,8 @@ def _derive_manifest(recorded: list[ManifestEntry], store: Store) -> None:
     listed, _ = read_index(store)
     lookup = read_lookup(store)
     additions = {f: e for f, e in lookup.entries.items() if f in listed and f not in lookup.in_manifest}
-    additions.update({e.file: vars(e) for e in recorded})
+    # ours where the channel has no entry for the file yet (or a wrong one); else the channel's stays
+    additions.update({e.file: vars(e) for e in recorded if lookup.entries.get(e.file, {}).get("sha256") != e.sha256})
 
     def merged(current: bytes | None) -> bytes:
         kept, _ = parse_manifest(current)
