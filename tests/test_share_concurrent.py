@@ -340,3 +340,26 @@ def test_a_package_server_holding_another_machines_copy_gets_no_second_one(machi
                      "rocm-stack-check"])
     assert code == 0 and uploads == []
     assert "(1 as the channel's copy, same input hash)" in capsys.readouterr().out
+
+
+def test_a_publish_waits_for_the_folder_lock_and_says_for_whom(machines, tmp_path):
+    from orchestrate.channel import release_lock, take_lock
+
+    target = tmp_path / "team"
+    target.mkdir()
+    held = take_lock(target / ".orchestrate-index.lock", "pid 1 on buildbox (orchestrate publish, since 10:00:00)")
+    command = [sys.executable, "-c", EXIT_WITHOUT_FINALIZING, *publish_command(machines, "gfx1151", target.as_uri())]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (target / "orchestrate-manifest.d").is_dir():
+            time.sleep(0.2)
+        time.sleep(2)
+        assert process.poll() is None, "the publish must wait for the lock, not index without it"
+        assert not (target / "linux-64" / "repodata.json").exists()
+    finally:
+        release_lock(held)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert "waiting for pid 1 on buildbox (orchestrate publish, since 10:00:00) to finish indexing" in out
+    assert_whole(FolderStore(target), {f"{p.parent.name}/{p.name}" for p in machines["gfx1151"][1].glob("*/*.conda")})

@@ -204,7 +204,7 @@ def _publish_to_store(channel: Channel, entries: list[ManifestEntry], store: Sto
     placed = Placed()
     for entry in entries:
         _place(channel, entry, store, listed, lookup, theirs, placed, reporter)
-    with store.exclusive(f"orchestrate publish of {len(entries)} package(s)"):
+    with store.exclusive(f"orchestrate publish of {len(entries)} package(s)", reporter.info):
         store.tidy()
         repaired = _repair(channel, placed, store)
         _index_until_listed(placed.recorded, store, bool(damaged_index), reporter)

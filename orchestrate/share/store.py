@@ -68,8 +68,9 @@ class Store:
         raise NotImplementedError
 
     @contextlib.contextmanager
-    def exclusive(self, doing: str) -> Iterator[None]:
-        """Held while this publisher changes shared files that others may change too."""
+    def exclusive(self, doing: str, waiting: Callable[[str], None] = print) -> Iterator[None]:
+        """Held while this publisher changes shared files that others may change too; `waiting` hears
+        who holds it, if this publisher has to wait."""
         yield
 
     def replace(self, relpath: str, local: Path | None = None, data: bytes | None = None) -> None:
@@ -176,10 +177,14 @@ class FolderStore(Store):
                 staged.unlink(missing_ok=True)
 
     @contextlib.contextmanager
-    def exclusive(self, doing: str) -> Iterator[None]:
+    def exclusive(self, doing: str, waiting: Callable[[str], None] = print) -> Iterator[None]:
         holder = f"pid {os.getpid()} on {socket.gethostname()} ({doing}, since {time.strftime('%H:%M:%S')})"
         try:
-            self._lock_fd = take_lock(self.path / INDEX_LOCK, holder, wait_s=LOCK_WAIT_S)
+            try:
+                self._lock_fd = take_lock(self.path / INDEX_LOCK, holder)
+            except LockBusy as busy:
+                waiting(f"waiting for {busy.holder} to finish indexing {self.url}")
+                self._lock_fd = take_lock(self.path / INDEX_LOCK, holder, wait_s=LOCK_WAIT_S)
         except LockBusy as busy:
             raise UserError(f"{self.url} is being indexed by {busy.holder} for over {LOCK_WAIT_S}s: "
                             "wait for it to finish, then publish again") from None
