@@ -133,9 +133,13 @@ def _build_logged(output: Output, config: VariantConfig, options: Options, chann
                         channels=channels,
                         progress_callback=sink,
                         env_isolation=EnvironmentIsolation.STRICT,
-                        # One format for every recipe (options.DEFAULT_PACKAGE_FORMAT). Compression is most
-                        # of a repack's time: the 191 MB torch wheel took 3.7-4.1x a pip install at
-                        # rattler-build's default zstd level. PACKAGE_FORMAT_REASON says what was measured.
+                        # zstd level 9 (options.DEFAULT_PACKAGE_FORMAT) for every recipe: compression was
+                        # most of a repack's time. Repacking the 191 MB torch wheel (tests/benchmarks/
+                        # repack_speed.py, results/repack-speed.md) took 102.5 s at rattler-build's default
+                        # level, 5.3x `pip install`; level 9 took 32.4 s, 1.68x pip, for a package 1.9% larger.
+                        # Every recipe, not only the large repacks: a source build's package (PyTorch's is
+                        # gigabytes) spends the same time compressing, and one setting is simpler to reason
+                        # about than a size cut-off.
                         package_format=options.package_format,
                     )
                 except Exception as exc:  # py-rattler-build raises several error types; all mean "this build failed"

