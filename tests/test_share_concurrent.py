@@ -188,25 +188,49 @@ def listed_files_are_whole(store) -> None:
                     assert store.size(f"{subdir}/{file}") == record["size"], f"{subdir}/{name} lists {file}"
 
 
+def target_for(kind: str, name: str, s3: str, tmp_path: Path) -> tuple[str, dict]:
+    if kind == "folder":
+        return (tmp_path / name).as_uri(), {}
+    s3_client(s3).create_bucket(Bucket=f"{BUCKET}-{name}")
+    return f"s3://{BUCKET}-{name}/stack", s3_env(s3)
+
+
+def kill_at_random_point(command: list[str], env: dict, chooser: random.Random, packages: int) -> str:
+    """Start a publish and SIGKILL it at a random point of its work: after the k-th "uploading" line it
+    prints (k from 1 to all of them), then a random moment later (within the next upload, or during the
+    index and lookup writes after the last one). Returns where it was."""
+    process = subprocess.Popen([sys.executable, "-c", EXIT_WITHOUT_FINALIZING, *command],
+                               env={**os.environ, **env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    wanted, seen = chooser.randint(1, packages), 0
+    while seen < wanted:
+        line = process.stdout.readline()
+        if not line:
+            break
+        seen += line.startswith("uploading ")
+    time.sleep(chooser.uniform(0, 0.2 if wanted < packages else 1.0))  # after the last: index, lookup
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    process.stdout.close()
+    return f"after upload {seen} of {packages}"
+
+
 @pytest.mark.parametrize("kind", ["folder", "s3"])
 def test_a_publish_killed_at_random_points_is_completed_by_the_next(machines, kind, s3, tmp_path):
+    """SIGKILL at random points of two machines' publishes: the index never lists a missing or partial
+    file, and running the publishes again completes the channel."""
     seed = random.randrange(1 << 30)
     chooser = random.Random(seed)
     for attempt in range(3):
-        if kind == "folder":
-            target, env = (tmp_path / f"killed{attempt}").as_uri(), {}
-        else:
-            s3_client(s3).create_bucket(Bucket=f"{BUCKET}-killed{attempt}")
-            target, env = f"s3://{BUCKET}-killed{attempt}/stack", s3_env(s3)
+        target, env = target_for(kind, f"killed{attempt}", s3, tmp_path)
         store = store_for(target, env)
         for arch in ARCHES[:2]:
-            command = [sys.executable, "-c", EXIT_WITHOUT_FINALIZING, *publish_command(machines, arch, target)]
-            process = subprocess.Popen(command, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
-            time.sleep(chooser.uniform(0.5, 4.0))
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-            listed_files_are_whole(store)
+            packages = len(list(machines[arch][1].glob("*/*.conda")))
+            where = kill_at_random_point(publish_command(machines, arch, target), env, chooser, packages)
+            try:
+                listed_files_are_whole(store)
+            except AssertionError as exc:
+                raise AssertionError(f"seed {seed}, {arch} killed {where}: {exc}") from None
         for arch in ARCHES[:2]:
             rerun = orchestrate(*publish_command(machines, arch, target), env=env)
             assert rerun.returncode == 0, f"seed {seed}: {rerun.stderr}"
