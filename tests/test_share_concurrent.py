@@ -147,6 +147,8 @@ def test_four_machines_at_once_lose_nothing(machines, kind, s3, tmp_path):
             assert result.returncode == 0, f"round {round_}, {arch}: {result.stderr}"
             assert "published" in result.stdout
         assert_whole(store_for(target, env), expected_files(machines))
+        verified = orchestrate("verify", "--from", target, env=env)  # what a teammate would run
+        assert verified.returncode == 0 and "every file is there, whole and listed" in verified.stdout, verified.stderr
 
 
 @pytest.mark.parametrize("kind", ["folder", "s3"])
