@@ -97,6 +97,12 @@ def assert_whole(store, expected: set[str]) -> None:
     listed, damaged = read_index(store)
     assert not damaged
     assert set(listed) == expected
+    for subdir in ("noarch", "linux-64"):  # pixi reads the .zst first: it must list the same
+        raw = store.read(f"{subdir}/repodata.json.zst")
+        data = json.loads(unzstd(raw) or "{}") if raw is not None else {}
+        if data:
+            zst = {f"{subdir}/{f}" for key in ("packages", "packages.conda") for f in data.get(key) or {}}
+            assert zst == {f for f in expected if f.startswith(f"{subdir}/")}, f"{subdir}/repodata.json.zst is stale"
     for file, record in listed.items():
         assert store.size(file) == record["size"], f"{file} is not whole"
         assert store.sha256(file) == record["sha256"], f"{file} is not what the index says"
