@@ -166,7 +166,7 @@ def test_a_fresh_machine_using_the_team_channel_as_its_cache_builds_nothing(mach
         target, env = f"s3://{BUCKET}-cache/stack", s3_env(s3)
     for result in run_at_once([publish_command(machines, arch, target) for arch in ARCHES], env):
         assert result.returncode == 0, result.stderr
-    workspace, _ = machines["gfx1100"]
+    workspace = make_workspace(tmp_path / "fresh-machine")  # nothing built, nothing cached
     fresh = tmp_path / "fresh"
     result = orchestrate("build-all", "--workspace", str(workspace), "--channel", str(fresh), "--arch", "gfx1100",
                          "--no-tests", "--cache-channel", target, env=env, timeout=300)
