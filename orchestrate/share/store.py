@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import socket
@@ -169,7 +170,7 @@ class FolderStore(Store):
                 # NFS may answer a retried link() that did succeed with EEXIST: the link count tells
                 return os.stat(staged).st_nlink > 1
             except OSError as exc:
-                if exc.errno in (1, 95):  # EPERM, EOPNOTSUPP: a filesystem without hard links
+                if exc.errno in (errno.EPERM, errno.EOPNOTSUPP):  # a filesystem without hard links
                     raise UserError(f"target folder {self.path} does not support hard links, which publishing "
                                     "needs to write files create-only: use a local disk, NFS or S3") from None
                 raise
