@@ -34,6 +34,7 @@ ROOM_SLACK = 1 << 20  # bytes an add keeps free beyond its own copies (temporary
 INDEX_SCRATCH = ".tmp"  # py-rattler's index_fs leaves this (empty) folder behind
 MISSING = "missing from channel"
 DAMAGED = "damaged in channel"
+NOT_RECORDED = "not recorded in channel"
 
 
 @dataclass
@@ -171,8 +172,13 @@ class Channel:
         found = {f: self.condition(e) for f, e in self.manifest().items()}
         return {f: why for f, why in found.items() if why}
 
-    def find_by_input_hash(self, input_hash: str) -> ManifestEntry | None:
-        return next((e for e in self.entries_present() if e.input_hash == input_hash), None)
+    def package_condition(self, input_hash: str) -> str | None:
+        """None when a whole package built from `input_hash` is recorded here; otherwise why it cannot be
+        used: NOT_RECORDED, or why the recorded copy is missing or damaged (one manifest read, one stat each)."""
+        whys = [self.condition(e) for e in self.manifest().values() if e.input_hash == input_hash]
+        if not whys:
+            return NOT_RECORDED
+        return None if None in whys else whys[0]
 
     def find_by_slot(self, slot: str) -> ManifestEntry | None:
         matches = [e for e in self.entries_present() if e.slot == slot]

@@ -12,7 +12,7 @@ from rattler_build import VariantConfig
 from . import crashpoints, graph
 from .architectures import FLASH_ATTN_BACKEND_KEY, Architecture, ArchitectureTable, choose_arch
 from .builder import build_output, discard_work, forget_cached_package
-from .channel import DAMAGED, MISSING, Channel, ManifestEntry, Recovery, sha256_of
+from .channel import DAMAGED, MISSING, NOT_RECORDED, Channel, ManifestEntry, Recovery, sha256_of
 from .errors import BuildFailed, UserError
 from .estimates import DiskNeed, Estimate, check_disk, disk_needs, estimate_for, recorded_builds, this_host
 from .options import Options
@@ -290,12 +290,10 @@ def _skip_dependents_of_skipped(order: list[Output]) -> None:
 def _plan_step(output: Output, channel: Channel, will_build: set[str]) -> Step:
     if output.skipped:
         return Step(output, SKIP, output.skip_reasons)
-    if channel.is_channel() and channel.find_by_input_hash(output.input_hash):
+    why = channel.package_condition(output.input_hash) if channel.is_channel() else NOT_RECORDED
+    if why is None:
         return Step(output, UP_TO_DATE, output.notes)
-    unsound = channel.unsound() if channel.is_channel() else {}
-    manifest = channel.manifest() if unsound else {}
-    why = next((unsound[f] for f, e in manifest.items() if e.input_hash == output.input_hash and f in unsound), None)
-    if why:
+    if why != NOT_RECORDED:  # recorded, but missing or damaged: built (or fetched) again, saying why
         return Step(output, BUILD, [why] + output.notes)
     previous = channel.find_by_slot(output.key) if channel.is_channel() else None
     if previous is None:
