@@ -22,7 +22,8 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from . import detect, runner, web
-from .architectures import ARCH_OVERRIDE_ENV, FLASH_ATTN_BACKENDS, GPU_OVERRIDE_ENV, GPU_OVERRIDE_ON, Architecture, ArchitectureTable, override_hint
+from .architectures import (ARCH_OVERRIDE_ENV, FLASH_ATTN_BACKENDS, GPU_OVERRIDE_ENV, GPU_OVERRIDE_ON, Architecture,
+                            ArchitectureTable, override_hint)
 from .channels import FIX_CHANNEL, base_url, local_folder
 from .diagnose import FIX_SOURCE
 from .errors import UserError
@@ -35,7 +36,6 @@ SCHEMA = "orchestrate/doctor/1"
 PROBE_TIMEOUT_S = 5.0  # one HTTP probe (connect + answer)
 DEADLINE_S = 12.0  # all probes together: doctor answers within 15 s even when DNS hangs
 PIXI_TIMEOUT_S = 10.0
-OVERRIDE_ENV = ARCH_OVERRIDE_ENV
 ISA = re.compile(r"^\d+\.\d+\.\d+$")
 PAGE = 4096  # ttm.pages_limit counts 4 KiB pages
 # Strix Halo guides leave the OS at least 4 GiB and give the GPU the rest of the RAM through GTT:
@@ -133,7 +133,7 @@ def run_doctor(options: Options, machine: Machine | None = None, probe: Probe | 
     checks += run_parallel(slow, DEADLINE_S)
     if plan and not any(c.name == "sources" for c in checks):
         checks.append(Check("sources", OK, "nothing to download: every source the builds need is in the source cache"))
-    checks.append(override_check(os.environ.get(OVERRIDE_ENV), os.environ.get(GPU_OVERRIDE_ENV), here, arch, table))
+    checks.append(override_check(os.environ.get(ARCH_OVERRIDE_ENV), os.environ.get(GPU_OVERRIDE_ENV), here, arch, table))
     return (arch.name if arch else None), checks
 
 
@@ -350,7 +350,7 @@ def pixi_check(isa: str | None) -> Check:
         return Check("pixi", WARN, "pixi is not on PATH", "install pixi for the pixi tasks (`pixi run build-all`, "
                      "`pixi run check`); orchestrate itself runs without it")
     probe_isa = isa or "11.5.1"
-    env = {**os.environ, OVERRIDE_ENV: probe_isa}
+    env = {**os.environ, ARCH_OVERRIDE_ENV: probe_isa}
     env.setdefault(GPU_OVERRIDE_ENV, GPU_OVERRIDE_ON)
     try:
         done = subprocess.run([exe, "info", "--json"], capture_output=True, text=True, timeout=PIXI_TIMEOUT_S, env=env,
@@ -378,30 +378,30 @@ def override_check(value: str | None, gpu_switch: str | None, here: Architecture
                      f"{GPU_OVERRIDE_ON} (an AMD GPU is there) or an empty value (none is)", fix)
     if not value:
         if here:
-            return Check("override", OK, f"{OVERRIDE_ENV} not set (needed only to install for another GPU, or "
+            return Check("override", OK, f"{ARCH_OVERRIDE_ENV} not set (needed only to install for another GPU, or "
                          "without one)")
         hint = f"; to install {arch.name} builds here anyway (a container build, CI): {override_hint(arch.isa)}" if arch else ""
-        return Check("override", OK, f"{OVERRIDE_ENV} not set{hint}")
+        return Check("override", OK, f"{ARCH_OVERRIDE_ENV} not set{hint}")
     named = table.by_isa(value)
     if not ISA.match(value):
         match = table.architectures.get(value)
         fix = f"export {override_hint(match.isa)}" if match else f"use an ISA version: {isas}"
-        return Check("override", FAIL, f"{OVERRIDE_ENV}={value} is not an ISA version (like 11.5.1): pixi rejects it",
+        return Check("override", FAIL, f"{ARCH_OVERRIDE_ENV}={value} is not an ISA version (like 11.5.1): pixi rejects it",
                      fix)
     if named is None:
-        return Check("override", FAIL, f"{OVERRIDE_ENV}={value}: no architecture in the table has that ISA",
+        return Check("override", FAIL, f"{ARCH_OVERRIDE_ENV}={value}: no architecture in the table has that ISA",
                      f"use one of {isas}, or unset it")
     if here and named.name != here.name:
-        return Check("override", WARN, f"{OVERRIDE_ENV}={value} makes pixi install {named.name} builds on this "
-                     f"{here.name}: they will not run here", f"unset {OVERRIDE_ENV}")
+        return Check("override", WARN, f"{ARCH_OVERRIDE_ENV}={value} makes pixi install {named.name} builds on this "
+                     f"{here.name}: they will not run here", f"unset {ARCH_OVERRIDE_ENV}")
     if not here and arch and named.name != arch.name:
-        return Check("override", WARN, f"{OVERRIDE_ENV}={value} selects {named.name} builds, you build {arch.name}",
+        return Check("override", WARN, f"{ARCH_OVERRIDE_ENV}={value} selects {named.name} builds, you build {arch.name}",
                      f"export {override_hint(arch.isa)}")
     if gpu_switch != GPU_OVERRIDE_ON and (not here or gpu_switch == ""):
         why = f"{GPU_OVERRIDE_ENV} is empty (no GPU)" if gpu_switch == "" else "no AMD GPU is seen here"
-        return Check("override", WARN, f"{OVERRIDE_ENV}={value} selects nothing: {why}, and the solver drops the ISA "
+        return Check("override", WARN, f"{ARCH_OVERRIDE_ENV}={value} selects nothing: {why}, and the solver drops the ISA "
                      f"without a GPU (pixi install of rocm-stack fails)", f"export {override_hint(value)}")
-    return Check("override", OK, f"{OVERRIDE_ENV}={value} selects {named.name} builds")
+    return Check("override", OK, f"{ARCH_OVERRIDE_ENV}={value} selects {named.name} builds")
 
 
 def run_parallel(tasks: list[Callable[[], Check]], deadline_s: float) -> list[Check]:

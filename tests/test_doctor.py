@@ -48,7 +48,7 @@ def bare_path(tmp_path, monkeypatch):
     folder = tmp_path / "bin"
     folder.mkdir()
     monkeypatch.setenv("PATH", str(folder))
-    monkeypatch.delenv(doctor.OVERRIDE_ENV, raising=False)
+    monkeypatch.delenv(doctor.ARCH_OVERRIDE_ENV, raising=False)
     monkeypatch.delenv("CONDA_OVERRIDE_AMDGPU", raising=False)
     return folder
 
@@ -338,7 +338,7 @@ def test_no_pixi_is_a_warning(orchestrate, machine):
 ])
 def test_the_isa_override_must_match_the_gpu(orchestrate, machine, monkeypatch, value, status, fragment):
     machine()
-    monkeypatch.setenv(doctor.OVERRIDE_ENV, value)
+    monkeypatch.setenv(doctor.ARCH_OVERRIDE_ENV, value)
     line = lines_of(orchestrate("doctor"))["override"][0]
     assert line.startswith(status) and fragment in line
 
