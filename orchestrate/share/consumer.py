@@ -16,6 +16,7 @@ STACK = (("rocm-stack", True), ("pytorch-rocm", False), ("pytorch", True), ("vll
          ("rocm-stack-check", False))
 FLASH_ATTN = "flash-attn"
 
+
 def channel_for_pixi(url: str) -> str:
     """pixi wants an absolute location for a folder channel; URLs pass through."""
     if urllib.parse.urlsplit(url).scheme in ("", "file"):
