@@ -1,0 +1,24 @@
+"""The channel's own page: index.html at the channel root, and channel-page.json beside it for scripts.
+
+For each GPU architecture the channel holds: its GPUs, the stack's versions and which build made each, the
+latest check, and the quick benchmark with its history and regressions; plus how to install from the
+channel. Read from the channel alone (through a Store), so any machine can regenerate it: `orchestrate page`.
+"""
+from __future__ import annotations
+
+import json
+
+from ...architectures import ArchitectureTable
+from .model import SCHEMA, channel_data
+from .render import page_html
+
+__all__ = ["PAGE_FILES", "SCHEMA", "build_page"]
+
+PAGE_FILES = ("index.html", "channel-page.json")
+
+
+def build_page(store, table: ArchitectureTable, *, channel_url: str | None, generated: str) -> dict[str, bytes]:
+    """{"index.html": ..., "channel-page.json": ...} for what `store` holds; reads only, writes nothing."""
+    data = channel_data(store, table, channel_url=channel_url, generated=generated)
+    return {"index.html": page_html(data).encode(),
+            "channel-page.json": (json.dumps(data, indent=1) + "\n").encode()}
