@@ -94,3 +94,33 @@ def run_chromium(url: str, *flags: str, width: int = 1280, height: int = 900, cw
                *flags, url]
     env = {**os.environ, "HOME": str(cwd or Path.cwd())}
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+
+
+def docs_screenshots(images: Path, work: Path) -> list[Path]:
+    """docs/images/channel-page-*.png: the test channel's page at desktop width (its top) and at phone width (the
+    architecture with the regression). `python tests/page_helpers.py docs/images` makes them again."""
+    from orchestrate.cli import main
+
+    channel = write_channel(work / "channel")
+    if main(["page", "--workspace", str(REPO), "--channel", str(channel), "--url", "http://buildbox:8765", "-q"]):
+        raise SystemExit("orchestrate page failed")
+    page = (channel / "index.html").read_text()
+    start = page.index('<section class="arch" id="arch-gfx942">')
+    body_start = page.index('<main class="wrap">') + len('<main class="wrap">')
+    one = channel / "gfx942.html"  # the page with only that section, so the phone shot shows it from its top
+    one.write_text(page[:body_start] + page[start:page.index("</section>", start)] + page[page.index("</main>"):])
+    shots = [(channel / "index.html", images / "channel-page-desktop.png", 1100, 1000),
+             (one, images / "channel-page-phone.png", 390, 1900)]
+    for source, target, width, height in shots:
+        done = run_chromium(source.as_uri(), f"--screenshot={target.resolve()}", width=width, height=height, cwd=work)
+        if done.returncode:
+            raise SystemExit(done.stderr[-2000:])
+    return [target for _, target, _, _ in shots]
+
+
+if __name__ == "__main__":
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        print("\n".join(str(p) for p in docs_screenshots(Path(sys.argv[1]), Path(scratch))))

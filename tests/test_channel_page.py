@@ -149,8 +149,8 @@ def test_page_refuses_a_folder_without_a_channel_and_leaves_it_alone(tmp_path, c
 
 # --- in a real browser -------------------------------------------------------------------------------------
 
-needs_chromium = pytest.mark.skipif(chromium() is None, reason="chromium is not installed (.ci/run installs Debian's "
-                                                                "chromium where it runs as root)")
+needs_chromium = pytest.mark.skipif(
+    chromium() is None, reason="chromium is not installed (.ci/run installs Debian's chromium where it runs as root)")
 PHONE = 390
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from html import escape
 
-WIDTH, PLOT_HEIGHT = 640, 180
-LEFT, RIGHT, TOP = 48, 16, 16
+WIDTH, PLOT_HEIGHT = 480, 170
+LEFT, RIGHT, TOP = 44, 12, 12
 INSET = 24  # the first and last run stand this far inside the axis, so their labels fit
 AXIS_LABELS, LEGEND_ROW = 40, 18  # room below the plot for the x labels, then two legend entries a row
 COLOURS = ("#3f51b5", "#e91e63", "#009688", "#ff9800", "#795548", "#607d8b")  # Material indigo, pink, teal, ...
@@ -73,7 +73,7 @@ def history_svg(arch: str, history: list[dict], element_id: str) -> str:
              f'aria-labelledby="{element_id}-title {element_id}-desc" xmlns="http://www.w3.org/2000/svg">',
              f'<title id="{element_id}-title">{escape(arch)}: speed-up over math over {count} benchmark run(s)</title>',
              f'<desc id="{element_id}-desc">{escape(words)}. The table below holds the same numbers.</desc>',
-             '<g font-size="12" fill="#555" font-family="inherit">']
+             '<g font-size="13" fill="#555" font-family="inherit">']
     for tick in range(round(top / step) + 1):
         value = step * tick
         y = y_at(value)
@@ -98,6 +98,6 @@ def history_svg(arch: str, history: list[dict], element_id: str) -> str:
         parts.append(f'<line x1="{lx:.1f}" x2="{lx + 26:.1f}" y1="{ly - 4}" y2="{ly - 4}" stroke="{colour}" '
                      f'stroke-width="2"' + (f' stroke-dasharray="{dash}"' if dash else "") + "/>")
         parts.append(_marker(lx + 13, ly - 4, key[1], colour))
-        parts.append(f'<text x="{lx + 32:.1f}" y="{ly}" font-size="12" fill="#333">{escape(label_of(key))}</text>')
+        parts.append(f'<text x="{lx + 32:.1f}" y="{ly}" font-size="13" fill="#333">{escape(label_of(key))}</text>')
     parts.append("</svg>")
     return "".join(parts)

@@ -47,7 +47,7 @@ border-radius:.1rem}
 .ok{color:var(--ok);font-weight:700}
 .bad,.regression{color:var(--bad);font-weight:700}
 .muted{color:var(--muted)}
-.plot{display:block;width:100%;max-width:640px;height:auto;margin:.5rem 0 1rem}
+.plot{display:block;width:100%;max-width:560px;height:auto;margin:.5rem 0 1rem}
 footer{border-top:1px solid var(--line);padding:1rem 0;font-size:.8rem;color:var(--muted)}
 @media print{
 header.bar{background:none;color:#000;box-shadow:none;border-bottom:2px solid #000}
@@ -112,18 +112,22 @@ def _works(check: dict | None) -> str:
     return "; ".join(shown) or '<span class="muted">nothing ran</span>'
 
 
-def _regression_words(regression: dict) -> str:
-    unit, metric = ("x", "speed-up over math") if regression["metric"] == "speedup" else ("", "TFLOP/s")
-    return (f'{escape(regression["backend"])} {escape(regression["dtype"])} {escape(regression["pass"])}: {metric} '
-            f'{regression["previous"]:.2f}{unit} → {regression["latest"]:.2f}{unit} '
-            f'({regression["change"] * 100:+.0f}%)')
+def _regression_lines(regressions: list[dict]) -> list[str]:
+    """One line per backend, dtype and pass: each metric's previous → latest value."""
+    grouped: dict[tuple, list[str]] = {}
+    for r in regressions:
+        unit, metric = ("x", "speed-up") if r["metric"] == "speedup" else ("", "TFLOP/s")
+        grouped.setdefault((r["backend"], r["dtype"], r["pass"]), []).append(
+            f'{metric} {r["previous"]:.2f}{unit} → {r["latest"]:.2f}{unit} ({r["change"] * 100:+.0f}%)')
+    return [f"{escape(' '.join(key))}: {escape(', '.join(words))}" for key, words in grouped.items()]
 
 
 def _latest_words(bench: dict | None) -> str:
     if not bench:
         return '<span class="muted">not measured</span>'
     if bench["regressions"]:
-        return f'<span class="regression">regression</span> ({len(bench["regressions"])} result(s) slower)'
+        return (f'<span class="regression">regression</span> ({len(_regression_lines(bench["regressions"]))} '
+                "result(s) slower)")
     if len(bench["history"]) == 1:
         return "first measurement"
     return f'<span class="ok">no regression</span> (within {REGRESSION_TOLERANCE:.0%})'
@@ -195,7 +199,7 @@ def bench_block(arch: dict) -> str:
     latest = bench["latest"]
     parts = []
     if bench["regressions"]:
-        items = "".join(f"<li>{_regression_words(r)}</li>" for r in bench["regressions"])
+        items = "".join(f"<li>{line}</li>" for line in _regression_lines(bench["regressions"]))
         parts.append(f'<div class="admonition warning"><p><strong class="regression">Regression</strong>: the latest '
                      f"run is more than {REGRESSION_TOLERANCE:.0%} slower than the previous one:</p>"
                      f"<ul>{items}</ul></div>")
@@ -229,10 +233,10 @@ def architecture(arch: dict) -> str:
     parts = [f'<section class="arch" id="{anchor(arch["name"])}"><h2>{title}</h2>']
     if not arch["in_table"]:
         parts.append("<p class=muted>Not in this orchestrator's architecture table.</p>")
-    parts.append("<h3>Packages</h3>")
-    parts.append(packages_table(arch["packages"]) if arch["packages"] else "<p class=muted>No packages.</p>")
     parts.append("<h3>Latest check</h3>" + check_block(arch["check"]))
     parts.append("<h3>Quick benchmark: Flash Attention against math</h3>" + bench_block(arch))
+    parts.append("<h3>Packages</h3>")
+    parts.append(packages_table(arch["packages"]) if arch["packages"] else "<p class=muted>No packages.</p>")
     return "".join(parts) + "</section>"
 
 
