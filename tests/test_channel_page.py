@@ -218,3 +218,46 @@ def test_chromium_renders_the_page_that_serve_answers_at_the_root(channel, tmp_p
     assert done.returncode == 0, done.stderr[-2000:]
     assert_rendered(done.stdout)
     assert console_lines(done.stderr) == []  # a failed load of a linked file would be logged here too
+
+
+def test_page_writes_the_page_into_an_s3_channel(channel, tmp_path, monkeypatch, capsys):
+    """`orchestrate page --to s3://…` reads the bucket and writes both files there (compare-and-swap)."""
+    from share_helpers import S3_ENV, moto_server, s3_client
+
+    with moto_server() as endpoint:
+        client = s3_client(endpoint)
+        client.create_bucket(Bucket="team")
+        for path in channel.rglob("*"):
+            if path.is_file() and path.name not in ("index.html", "channel-page.json"):
+                client.put_object(Bucket="team", Key=f"stack/{path.relative_to(channel)}", Body=path.read_bytes())
+        for name, value in S3_ENV.items():
+            monkeypatch.setenv(name, value)
+        code = main(["page", "--workspace", str(REPO), "--to", "s3://team/stack", "--s3-endpoint-url", endpoint])
+        assert code == 0, capsys.readouterr().err
+        page = client.get_object(Bucket="team", Key="stack/index.html")["Body"].read().decode()
+        data = json.loads(client.get_object(Bucket="team", Key="stack/channel-page.json")["Body"].read())
+    assert '<section class="arch" id="arch-gfx942">' in page and "Regression" in section(page, "gfx942")
+    assert data["channel_url"] == "s3://team/stack" and len(by_name(data)["gfx1151"]["bench"]["history"]) == 2
+
+
+def test_a_check_document_counts_as_the_check_and_a_damaged_file_is_named(tmp_path):
+    from orchestrate.architectures import ArchitectureTable
+    from orchestrate.share.page import build_page
+    from orchestrate.share.store import FolderStore
+
+    root = write_channel(tmp_path / "channel")
+    check = json.loads((REPO / "tests" / "benchmarks" / "results" / "h200-check.json").read_text())
+    (root / "bench" / "gfx90a").mkdir()
+    (root / "bench" / "gfx90a" / "rocm-stack-check-0.4.0-rocm714_gfx90a_0.json").write_text(json.dumps(check))
+    (root / "bench" / "gfx90a" / "cut-short.json").write_text('{"schema": "rocm-stack-check/bench/1", "rows": [')
+    files = build_page(FolderStore(root), ArchitectureTable.load(REPO / "variants"), channel_url=None,
+                       generated="2026-11-25T16:00:00Z")
+    data = json.loads(files["channel-page.json"])
+    gfx90a = by_name(data)["gfx90a"]
+    assert gfx90a["bench"] is None  # a check measures no speed
+    assert [(b["name"], b["works"]) for b in gfx90a["check"]["backends"]] == [("flash", True), ("efficient", True)]
+    assert data["problems"] == ["bench/gfx90a/cut-short.json is not a rocm-stack-check document: `orchestrate "
+                                "verify` names the fix"]
+    page = files["index.html"].decode()
+    assert "NVIDIA H200" in section(page, "gfx90a") and "bench/gfx90a/cut-short.json" in page
+    assert data["install"]["placeholder"] and "replace <code>https://your-server/rocm-stack</code>" in page

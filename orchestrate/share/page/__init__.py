@@ -12,13 +12,12 @@ from ...architectures import ArchitectureTable
 from .model import SCHEMA, channel_data
 from .render import page_html
 
-__all__ = ["PAGE_FILES", "SCHEMA", "build_page"]
-
-PAGE_FILES = ("index.html", "channel-page.json")
+__all__ = ["SCHEMA", "build_page"]
 
 
 def build_page(store, table: ArchitectureTable, *, channel_url: str | None, generated: str) -> dict[str, bytes]:
-    """{"index.html": ..., "channel-page.json": ...} for what `store` holds; reads only, writes nothing."""
+    """{"channel-page.json": ..., "index.html": ...} for what `store` holds; reads only, writes nothing. The data
+    comes first, so a writer that follows this order never shows a page whose data is not there yet."""
     data = channel_data(store, table, channel_url=channel_url, generated=generated)
-    return {"index.html": page_html(data).encode(),
-            "channel-page.json": (json.dumps(data, indent=1) + "\n").encode()}
+    return {"channel-page.json": (json.dumps(data, indent=1) + "\n").encode(),
+            "index.html": page_html(data).encode()}

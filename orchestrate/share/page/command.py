@@ -10,7 +10,7 @@ import datetime
 from pathlib import Path
 
 from ...architectures import ArchitectureTable
-from ...channel import MANIFEST
+from ...channel import MANIFEST, Channel
 from ...errors import UserError
 from ...options import DEFAULT_CHANNEL, find_workspace, load_config
 from .. import _options, _s3_arguments, _s3_flags
@@ -36,7 +36,8 @@ def now() -> str:
 
 
 def _target(args) -> tuple[Store, str | None]:
-    """The store to write the page into, and the channel's address for the install snippet."""
+    """The store to write the page into (a FolderStore for the local channel), and the channel's address for
+    the install snippet."""
     if args.to:
         target = parse_target(args.to, load_config(_workspace(args)), **_s3_flags(args))
         if not isinstance(target, Store) or not target.writable:
@@ -68,7 +69,14 @@ def run(args, reporter) -> int:
         raise UserError(f"{store.url} holds no channel yet (no noarch/repodata.json): build into it or publish to "
                         "it first, then run `orchestrate page` again")
     store.check()
-    written = write_page(store, table, channel_url, reporter.info)
+    local = None if args.to else Channel(store.path)
+    if local:
+        local.lock("orchestrate page")  # build-all writes the local channel's page under this lock too
+    try:
+        written = write_page(store, table, channel_url, reporter.info)
+    finally:
+        if local:
+            local.unlock()
     reporter.line(f"wrote {' and '.join(written)} to {store.url.rstrip('/')}/")
     return 0
 
