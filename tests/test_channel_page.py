@@ -101,6 +101,16 @@ def test_the_data_json_matches_the_bench_documents(channel, data):
     assert data["schema"] == "rocm-stack/channel-page/1" and "architectures[]" in data["schema_notes"]
 
 
+def test_every_package_the_channel_holds_is_on_the_page(channel, html, data):
+    listed = {f"{subdir}/{name}" for subdir in ("linux-64", "noarch")
+              for name in json.loads((channel / subdir / "repodata.json").read_text())["packages.conda"]}
+    rows = [p for arch in data["architectures"] for p in arch["packages"]] + data["noarch"]
+    assert sorted(p["file"] for p in rows) == sorted(listed)
+    assert all(p["build"] in html for p in rows if p["name"] != HOSTILE)
+    gfx942 = [p for p in by_name(data)["gfx942"]["packages"] if p["name"] == "pytorch"]
+    assert [p["built_at"][:10] for p in gfx942] == ["2026-11-22", "2026-11-19"]  # newest first
+
+
 def test_the_install_snippet_is_for_this_channel(html, data):
     assert f'channels = [&quot;{CHANNEL_URL}&quot;, &quot;conda-forge&quot;]' in html
     assert "pixi add &quot;rocm-stack * *gfx942*&quot;" in html

@@ -29,9 +29,9 @@ AMDGPU_ARCH_CONSTRAINT = re.compile(r"^__amdgpu_arch\s*==?\s*([0-9][0-9.]*)")
 
 SCHEMA_NOTES = {
     "architectures[]": "one per GPU architecture the channel holds packages or results for",
-    "architectures[].packages[]": "newest build of each package for that architecture: name, version, build, "
-                                  "file, built_at (UTC, ISO 8601, null if unknown), host and source (which build "
-                                  "made it), input_hash, builds (how many builds of it the channel holds)",
+    "architectures[].packages[]": "every package build for that architecture, by name, newest first: name, "
+                                  "version, build, file, built_at (UTC, ISO 8601, null if unknown), host and "
+                                  "source (which build made it), input_hash",
     "architectures[].check": "latest check result: which attention backends worked (works true/false, null: not "
                              "run), from which document; null: not measured",
     "architectures[].bench": "quick benchmark: latest (results[]: backend, dtype, pass, speedup over math, "
@@ -91,7 +91,7 @@ def arch_of(record: dict, entry: dict | None, table: ArchitectureTable) -> str:
 
 def package_rows(records: dict[str, dict], lookup_entries: dict[str, dict],
                  table: ArchitectureTable) -> dict[str, list]:
-    """Architecture (or "noarch") -> the newest build of each package name."""
+    """Architecture (or "noarch") -> every package build the channel holds for it: by name, newest first."""
     grouped: dict[str, dict[str, list]] = {}
     for file, record in records.items():
         entry = lookup_entries.get(file)
@@ -102,13 +102,9 @@ def package_rows(records: dict[str, dict], lookup_entries: dict[str, dict],
                "host": str((entry or {}).get("host") or ""), "source": str((entry or {}).get("source") or ""),
                "input_hash": str((entry or {}).get("input_hash") or "")}
         grouped.setdefault(arch, {}).setdefault(row["name"], []).append((built or 0, row))
-    rows = {}
-    for arch, by_name in grouped.items():
-        rows[arch] = []
-        for name in sorted(by_name):
-            builds = sorted(by_name[name], key=lambda pair: (pair[0], pair[1]["file"]))
-            rows[arch].append({**builds[-1][1], "builds": len(builds)})
-    return rows
+    return {arch: [row for name in sorted(by_name)
+                   for _, row in sorted(by_name[name], key=lambda pair: (pair[0], pair[1]["file"]), reverse=True)]
+            for arch, by_name in grouped.items()}
 
 
 def read_documents(store, problems: list[str]) -> dict[str, list[dict]]:

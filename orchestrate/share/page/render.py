@@ -172,9 +172,8 @@ def packages_table(packages: list[dict]) -> str:
     rows = [[escape(p["name"]), escape(p["version"]), f'<code>{escape(p["build"])}</code>', _when(p["built_at"]),
              escape(p["host"] or "—") + (f' <span class="muted">(from {escape(p["source"])})</span>'
                                          if p["source"] not in ("", "built") else ""),
-             f'<code>{escape(p["input_hash"][:12])}</code>' if p["input_hash"] else "—",
-             str(p["builds"])] for p in packages]
-    return _table(["Package", "Version", "Build", "Built", "Built on", "Input hash", "Builds held"], rows, {6})
+             f'<code>{escape(p["input_hash"][:12])}</code>' if p["input_hash"] else "—"] for p in packages]
+    return _table(["Package", "Version", "Build", "Built", "Built on", "Input hash"], rows)
 
 
 def check_block(check: dict | None) -> str:
