@@ -57,6 +57,8 @@ def test_the_page_names_each_architecture_with_its_gpus_stack_and_results(html, 
     gfx942, gfx1151 = section(html, "gfx942"), section(html, "gfx1151")
     assert "AMD Instinct MI300A / MI300X / MI325X" in gfx942 and "Strix Halo" in gfx1151
     assert "rocm714_gfx942_py312_h0101abcdef_0" in gfx942 and "builder-gfx942" in gfx942
+    assert by_name(data)["gfx942"]["stack"] == {"rocm-stack": "7.14.0", "pytorch": "2.13.0", "flash-attn": "2.8.3",
+                                                "vllm": "0.34.0"}
     assert "13.18x" in gfx942 and "21.97x" in gfx942  # the slower run, and the real one in the history
     assert "21.97x" in gfx1151 and "199.8" in gfx1151  # speed-up and TFLOP/s of the real run
     assert "<svg" in gfx942 and "<desc" in gfx942  # the plot, with its words

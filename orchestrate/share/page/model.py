@@ -25,10 +25,13 @@ NOARCH = "noarch"
 # Shown where the page does not know the channel's address (a local channel nobody serves yet).
 PLACEHOLDER_URL = "https://your-server/rocm-stack"
 STACK_PACKAGE = "rocm-stack"
+# What "the stack's versions" means at a glance: the packages a teammate asks about first.
+HEADLINE_PACKAGES = (STACK_PACKAGE, "pytorch", "flash-attn", "vllm")
 AMDGPU_ARCH_CONSTRAINT = re.compile(r"^__amdgpu_arch\s*==?\s*([0-9][0-9.]*)")
 
 SCHEMA_NOTES = {
     "architectures[]": "one per GPU architecture the channel holds packages or results for",
+    "architectures[].stack": "newest version of rocm-stack, pytorch, flash-attn and vllm, where the channel has them",
     "architectures[].packages[]": "every package build for that architecture, by name, newest first: name, "
                                   "version, build, file, built_at (UTC, ISO 8601, null if unknown), host and "
                                   "source (which build made it), input_hash",
@@ -219,9 +222,12 @@ def architecture_section(name: str, table: ArchitectureTable, packages: list[dic
                          channel: str) -> dict:
     arch = table.architectures.get(name)
     measured = [d for d in documents if _measured(d)]
-    stack = next((p["version"] for p in packages if p["name"] == STACK_PACKAGE), None)
+    newest = {}
+    for package in packages:  # newest first, so the first of each name is its newest
+        newest.setdefault(package["name"], package["version"])
     return {"name": name, "gpus": arch.product if arch else "", "isa": arch.isa if arch else "",
-            "in_table": arch is not None, "stack_version": stack, "packages": packages,
+            "in_table": arch is not None, "stack": {n: newest[n] for n in HEADLINE_PACKAGES if n in newest},
+            "packages": packages,
             "check": check_result(measured[-1]) if measured else None,
             "bench": bench_section(documents),
             "install": {"pixi_add": f'pixi add "{STACK_PACKAGE} * *{name}*"',

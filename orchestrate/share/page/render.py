@@ -139,10 +139,11 @@ def summary(data: dict) -> str:
         bench = arch["bench"]
         rows.append([f'<a href="#{anchor(arch["name"])}">{escape(arch["name"])}</a>',
                      escape(arch["gpus"]) or '<span class="muted">not in the architecture table</span>',
-                     escape(arch["stack_version"] or "—"), _works(arch["check"]),
+                     "<br>".join(f"{escape(n)} {escape(v)}" for n, v in arch["stack"].items()) or "—",
+                     _works(arch["check"]),
                      _speedup_span(bench["latest"]["results"]) if bench else '<span class="muted">not measured</span>',
                      _latest_words(bench)])
-    return _table(["Architecture", "GPUs", "rocm-stack", "Attention backends (latest check)",
+    return _table(["Architecture", "GPUs", "Stack", "Attention backends (latest check)",
                    "Speed-up over math (latest)", "Since the previous run"], rows)
 
 
