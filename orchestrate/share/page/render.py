@@ -47,6 +47,7 @@ border-radius:.1rem}
 .ok{color:var(--ok);font-weight:700}
 .bad,.regression{color:var(--bad);font-weight:700}
 .muted{color:var(--muted)}
+.nowrap{white-space:nowrap}
 .plot{display:block;width:100%;max-width:560px;height:auto;margin:.5rem 0 1rem}
 footer{border-top:1px solid var(--line);padding:1rem 0;font-size:.8rem;color:var(--muted)}
 @media print{
@@ -139,7 +140,8 @@ def summary(data: dict) -> str:
         bench = arch["bench"]
         rows.append([f'<a href="#{anchor(arch["name"])}">{escape(arch["name"])}</a>',
                      escape(arch["gpus"]) or '<span class="muted">not in the architecture table</span>',
-                     "<br>".join(f"{escape(n)} {escape(v)}" for n, v in arch["stack"].items()) or "—",
+                     "<br>".join(f'<span class="nowrap">{escape(n)} {escape(v)}</span>'
+                                 for n, v in arch["stack"].items()) or "—",
                      _works(arch["check"]),
                      _speedup_span(bench["latest"]["results"]) if bench else '<span class="muted">not measured</span>',
                      _latest_words(bench)])
