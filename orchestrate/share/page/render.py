@@ -57,7 +57,8 @@ body{font-size:10.5pt}
 a{color:#000}
 .scroll{overflow:visible}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;border:1px solid #ccc;background:none}
-table{font-size:9pt}
+table{font-size:9pt;width:100%}
+td,td code{white-space:normal;overflow-wrap:anywhere}
 section.arch{break-before:page}
 tr,svg,.admonition{break-inside:avoid}
 }
@@ -222,11 +223,10 @@ def bench_block(arch: dict) -> str:
     rows = []
     for i, point in enumerate(history):
         by_key = {(r["backend"], r["dtype"], r["pass"]): r for r in point["results"]}
-        rows.append([f"#{i + 1}", _when(point["created"]), escape(str(point["package"] or "—")),
-                     f'<code>{escape(str(point["build"] or "—"))}</code>']
+        rows.append([f"#{i + 1}", _when(point["created"]), escape(str(point["package"] or point["build"] or "—"))]
                     + [_num((by_key.get(k) or {}).get("speedup"), 2, "x") for k in keys])
-    parts.append(_table(["Run", "When", "Package", "Build"] + [escape(" ".join(k)) for k in keys], rows,
-                        set(range(4, 4 + len(keys))), caption="Speed-up over math per run, oldest first"))
+    parts.append(_table(["Run", "When", "Tested package"] + [escape(" ".join(k)) for k in keys], rows,
+                        set(range(3, 3 + len(keys))), caption="Speed-up over math per run, oldest first"))
     return "".join(parts)
 
 
