@@ -14,9 +14,12 @@ from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
 from .options import ARCH_ENV, DEFAULT_CHANNEL, Options, find_workspace, options_from_args
-from .share import COMMANDS as SHARE_COMMANDS
+from .share import COMMANDS as SHARING
+from .share.page.command import COMMAND as PAGE
 from .sources import SourceCache
 from .ui import Reporter, format_duration
+
+SHARE_COMMANDS = [*SHARING, PAGE]
 
 
 def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
