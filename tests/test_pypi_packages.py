@@ -41,6 +41,7 @@ def make_wheel(version: str) -> bytes:
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("demo_pkg/__init__.py", f"VERSION = {version!r}\n")
         archive.writestr(f"{dist}/METADATA", metadata)
+        archive.writestr(f"{dist}/licenses/LICENSE", "demo-pkg's license\n")  # PEP 639's place for it
         archive.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         archive.writestr(f"{dist}/RECORD", "")
     return buffer.getvalue()

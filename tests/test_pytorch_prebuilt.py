@@ -12,6 +12,7 @@ import rattler
 import yaml
 from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
+from orchestrate import glibc
 from orchestrate.recipes import derived_variant_keys
 from prebuilt_helpers import file_url_and_sha256, torch_wheels, write_pep503_index
 from source_helpers import CountingServer
@@ -31,7 +32,7 @@ STAND_INS = {"python": "3.12.0", "filelock": "3.0", "typing_extensions": "4.12.0
 
 
 def lock_keys(index_url: str, arch: str) -> dict[str, str]:
-    """The KEY_url/KEY_sha256 variant keys as the orchestrator derives them from the lock for `arch`."""
+    """The KEY_url/KEY_sha256/KEY_glibc variant keys as the orchestrator derives them from the lock for `arch`."""
     local = f"+rocm{SDK}"
     files = {
         "torch": ("torch", f"torch-{TORCH}{local}-cp312-cp312-linux_x86_64.whl"),
@@ -48,6 +49,7 @@ def lock_keys(index_url: str, arch: str) -> dict[str, str]:
     keys = {}
     for key, (project, name) in files.items():
         keys[f"{key}_url"], keys[f"{key}_sha256"] = file_url_and_sha256(index_url, project, name)
+        keys[f"{key}_glibc"] = glibc.floor_or_bound(name, PINS)  # as Prebuilt.variant_keys computes it
     return keys
 
 
