@@ -10,6 +10,7 @@ import re
 import shutil
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from packaging.licenses import InvalidLicenseExpression, canonicalize_license_ex
 from rattler.exceptions import SolverError
 from rattler_build import Stage0Recipe, VariantConfig
 
-from orchestrate import glibc
+from orchestrate import diagnose, glibc
 from orchestrate.prebuilt import ORIGIN_PREBUILT_WHEEL, ORIGIN_PYPI_WHEEL, Prebuilt
 from orchestrate.pypi_table import Entry, fill_recipe, load_table
 from prebuilt_helpers import make_wheel
@@ -157,6 +158,17 @@ about:
 """
 
 
+def pypi_recipe(recipes: Path, wheel: Path) -> Path:
+    """The real recipes/pypi, filled (as the orchestrator does) for one local binary wheel."""
+    folder = recipes / wheel.stem
+    shutil.copytree(REPO / "recipes/pypi", folder)
+    entry = Entry(wheel.name.split("-")[0].replace("_", "-"), wheel.name.split("-")[0], "1.0", wheel.name,
+                  wheel.as_uri(), hashlib.sha256(wheel.read_bytes()).hexdigest(), noarch=False, depends=(), license="MIT")
+    template = yaml.safe_load((folder / "recipe.yaml").read_text())
+    (folder / "recipe.yaml").write_text(yaml.safe_dump(fill_recipe(template, entry), sort_keys=False))
+    return folder / "recipe.yaml"
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """Into one channel: the stand-ins, the real recipes/pypi filled for a manylinux_2_27 binary wheel, and a
@@ -170,29 +182,23 @@ def built(tmp_path_factory):
 
     wheel = make_wheel(tmp / "wheels", "demo-bin", "1.0", "cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64",
                        {"demo_bin/__init__.py": "", "demo_bin/_core.so": b"\x7fELF stub"})
-    entry = Entry("demo-bin", "demo-bin", "1.0", wheel.name, wheel.as_uri(), hashlib.sha256(wheel.read_bytes()).hexdigest(),
-                  noarch=False, depends=(), license="MIT")
     recipes = tmp / "recipes"
-    shutil.copytree(REPO / "recipes/pypi", recipes / "pypi")
-    (recipes / "_shared").mkdir()
+    (recipes / "_shared").mkdir(parents=True)
     shutil.copy(REPO / "recipes/_shared/install_wheels.py", recipes / "_shared")
-    template = yaml.safe_load((recipes / "pypi/recipe.yaml").read_text())
-    (recipes / "pypi/recipe.yaml").write_text(yaml.safe_dump(fill_recipe(template, entry), sort_keys=False))
-
     (recipes / "compiled").mkdir()
     (recipes / "compiled/recipe.yaml").write_text(COMPILED)
     shutil.copy(REPO / "LICENSE", recipes / "compiled")
-    packages = {}
-    for name in ("pypi", "compiled"):
-        [variant] = Stage0Recipe.from_file(recipes / name / "recipe.yaml").render(config)
+    for recipe in (pypi_recipe(recipes, wheel), recipes / "compiled/recipe.yaml"):
+        [variant] = Stage0Recipe.from_file(recipe).render(config)
         variant.run_build(output_dir=out, channels=[out.as_uri()])
+    packages = {}
     for name in ("demo-bin", "demo-compiled"):
         [packages[name]] = (out / "linux-64").glob(f"{name}-1.0-*.conda")
-    return out, packages
+    return out, packages, recipes, config
 
 
 def test_the_repackaged_wheel_carries_its_license_and_requires_its_glibc_floor(built):
-    _, packages = built
+    _, packages, *_ = built
     index, licenses = package_info(packages["demo-bin"])
     assert "__glibc >=2.27" in index["depends"]  # the wheel's lowest manylinux tag
     assert licenses == {"wheel-licenses/demo_bin-1.0.dist-info/licenses/LICENSE": b"synthetic license of demo-bin\n"}
@@ -200,14 +206,14 @@ def test_the_repackaged_wheel_carries_its_license_and_requires_its_glibc_floor(b
 
 
 def test_the_compiled_package_requires_the_sysroots_glibc(built):
-    _, packages = built
+    _, packages, *_ = built
     index, licenses = package_info(packages["demo-compiled"])
     assert f"__glibc >={STACK_GLIBC},<3.0.a0" in index["depends"]  # the sysroot's run_exports
     assert licenses == {"LICENSE": (REPO / "LICENSE").read_bytes()}
 
 
 def test_an_older_glibc_cannot_install_them_and_the_solve_error_names_glibc(built, monkeypatch):
-    out, _ = built
+    out, *_ = built
     monkeypatch.setenv("CONDA_OVERRIDE_GLIBC", "2.17")
     for package, bound in (("demo-bin", "2.27"), ("demo-compiled", STACK_GLIBC)):
         with pytest.raises(SolverError) as refused:
@@ -216,3 +222,17 @@ def test_an_older_glibc_cannot_install_them_and_the_solve_error_names_glibc(buil
     monkeypatch.setenv("CONDA_OVERRIDE_GLIBC", STACK_GLIBC)
     names = {r.name.normalized for r in solve_with(out, ["demo-bin", "demo-compiled"], detected_virtual_packages())}
     assert {"demo-bin", "demo-compiled"} <= names
+
+
+def test_a_wheel_without_a_license_file_fails_its_build_in_one_line_saying_so(built, tmp_path):
+    out, _, recipes, config = built
+    wheel = tmp_path / "bare_bin-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:  # a dist-info with no license file in it
+        archive.writestr("bare_bin/__init__.py", "")
+        archive.writestr("bare_bin-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: bare-bin\nVersion: 1.0\n")
+        archive.writestr("bare_bin-1.0.dist-info/RECORD", "")
+    [variant] = Stage0Recipe.from_file(pypi_recipe(recipes, wheel)).render(config)
+    with pytest.raises(Exception) as failed:
+        variant.run_build(output_dir=tmp_path / "out", channels=[out.as_uri()])
+    line = diagnose.explain(str(failed.value), [], "bare-bin")
+    assert line.startswith("no license file was found for bare-bin") and "about.license_file" in line, line
