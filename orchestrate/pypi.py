@@ -21,7 +21,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import web
+from . import glibc, web
 from .architectures import SHARED_VARIANTS_FILE
 from .errors import UserError
 from .options import find_workspace
@@ -216,9 +216,14 @@ def run(args, reporter) -> int:
     if version_key:
         entry["version_key"] = version_key
     write_entry(table.path, conda, {k: v for k, v in entry.items() if v != "" or k in ("depends", "imports")})
-    kind = "noarch: python" if noarch else f"linux-64, Python {python}"
+    floor = glibc.wheel_floor(chosen["filename"])
+    kind = "noarch: python" if noarch else f"linux-64, Python {python}, " + (
+        f"glibc >={floor} (its manylinux tag)" if floor else f"glibc >= variants/shared.yaml {glibc.STACK_BOUND_KEY}")
     reporter.line(f"{'refreshed' if previous else 'added'} {conda} {label} ({chosen['filename']}, {kind}) in "
                   f"{table.path}: depends on {', '.join(depends) or 'nothing'}")
+    if not entry["license"]:
+        reporter.line(f"{name} {label}'s metadata names no SPDX license: set `license:` of {conda} in {table.path} "
+                      "to its SPDX expression, read from the license file in its dist-info")
     if version_key and str(shared.get(version_key, [None])[0] if isinstance(shared.get(version_key), list) else shared.get(version_key)) != label:
         reporter.line(f"variants/shared.yaml {version_key} is not {label}: set it to [\"{label}\"] (dependents read it)")
     return 0

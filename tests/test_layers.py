@@ -39,7 +39,7 @@ LAYERS = {
     "sources": DECLARATIONS, "imports": DECLARATIONS, "pypi_table": DECLARATIONS, "input_hash": DECLARATIONS,
     # Base: errors, HTTP, signals, options, output
     "errors": BASE, "web": BASE, "stops": BASE, "channels": BASE, "options": BASE, "crashpoints": BASE,
-    "detect": BASE, "ui": BASE, "package_index": BASE, "yaml_files": BASE,
+    "detect": BASE, "ui": BASE, "package_index": BASE, "yaml_files": BASE, "glibc": BASE,
 }
 
 
