@@ -226,12 +226,10 @@ def _pins(output: Output, rendered: list[Output], where: str) -> list[Problem]:
             if isinstance(spec, dict):
                 pin, inner = next(iter(spec.items()))
                 name = inner.get("name") if isinstance(inner, dict) else str(inner)
+                # (a pin_subpackage of anything else does not render: py-rattler-build says MissingOutput)
                 if pin == "pin_compatible" and name in siblings:
                     problems.append(Problem("pin-subpackage", where, f"{section} pins {name}, an output of this recipe, "
                                             f'with pin_compatible: use ${{{{ pin_subpackage("{name}", ...) }}}}'))
-                elif pin == "pin_subpackage" and name not in siblings:
-                    problems.append(Problem("pin-subpackage", where, f"{section} pins {name} with pin_subpackage, but "
-                                            f'this recipe has no output {name}: use ${{{{ pin_compatible("{name}", ...) }}}}'))
             elif _name(spec) in siblings:
                 problems.append(Problem("pin-subpackage", where, f"{section} names {_name(spec)}, an output of this "
                                         f'recipe, as `{spec}`: use ${{{{ pin_subpackage("{_name(spec)}", ...) }}}} '
