@@ -50,6 +50,9 @@ PATHS = ("prebuilt", "source")  # the two values of pytorch_from: each renders o
 COMPILER = re.compile(r"\$\{\{\s*compiler\(\s*['\"](c|cxx|fortran|rust|go-cgo)['\"]")
 C_STDLIB = re.compile(r"\$\{\{\s*stdlib\(\s*['\"]c['\"]\s*\)")
 SYSROOT = re.compile(r"^sysroot_linux")
+RENDERED_COMPILER = re.compile(r"^(gcc|gxx|gfortran|clang|clangxx|rust|go-cgo)_linux-")
+STDLIB_FIX = ('requirements.build has ${{ compiler(...) }} but no ${{ stdlib("c") }}: add `- ${{ stdlib("c") }}` '
+              "beside the compilers, in the same branch (it picks the sysroot and exports the __glibc bound)")
 GLIBC_BOUND = re.compile(r"^__glibc\s*>=\s*([0-9][0-9.]*)")
 FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # What the package is built against or installs into, so host's (the target's), never build's (the build
@@ -125,9 +128,7 @@ def written_problems(recipe_path: Path, data: dict, workspace: Path) -> list[Pro
         build_reqs = _flatten(((part.get("requirements") or {}).get("build")))
         texts = [str(r) for r in build_reqs]
         if any(COMPILER.search(t) for t in texts) and not any(C_STDLIB.search(t) for t in texts):
-            problems.append(Problem("stdlib", where + label, 'requirements.build has ${{ compiler(...) }} but no '
-                                    '${{ stdlib("c") }}: add `- ${{ stdlib("c") }}` beside the compilers (it picks '
-                                    "the sysroot and exports the __glibc bound)"))
+            problems.append(Problem("stdlib", where + label, STDLIB_FIX))
         for text in texts:
             if SYSROOT.match(text.strip()):
                 problems.append(Problem("stdlib", where + label, f"requirements.build names {text.split()[0]}: "
@@ -190,6 +191,7 @@ def rendered_problems(built: list[Output], rendered: list[Output], workspace: Pa
             problems.append(Problem("about", where, "no about.summary: add one line saying what the package is"))
         if not data.get("tests"):
             problems.append(Problem("tests", where, "no tests: add at least a package_contents or an import test"))
+        problems += _stdlib_rendered(output, workspace)
         problems += _build_in_host(output, where)
         problems += _pins(output, rendered, where)
         problems += _noarch(output, where)
@@ -207,6 +209,18 @@ def _requirements(data: dict, section: str) -> list:
     if isinstance(value, dict):  # run_exports: {weak: [...], strong: [...]}
         return [spec for specs in value.values() for spec in specs or []]
     return list(value or [])
+
+
+def _stdlib_rendered(output: Output, workspace: Path) -> list[Problem]:
+    """The compilers this variant gets without the sysroot: `${{ stdlib("c") }}` written in another `if` branch
+    than they are, which the check of the recipe as written cannot tell."""
+    build = [str(s) for s in _requirements(output.rendered, "build")]
+    if not any(RENDERED_COMPILER.match(s) for s in build) or any(SYSROOT.match(s) for s in build):
+        return []
+    where = _relative(output.recipe_path, workspace)
+    if (output.stage0 or {}).get("outputs"):
+        where += f" output {output.name}"
+    return [Problem("stdlib", where, STDLIB_FIX)]
 
 
 def _build_in_host(output: Output, where: str) -> list[Problem]:

@@ -56,6 +56,9 @@ CK = "recipes/composable-kernel/recipe.yaml"
 # (rule, recipe folder, regex, replacement, where the problem is reported)
 BREAKS = [
     ("stdlib", "composable-kernel", r"^[ \t]*- \$\{\{ stdlib\(['\"]c['\"]\) \}\}\n", "", CK),
+    # written, but in a branch this variant does not take: only the rendered recipe tells
+    ("stdlib", "composable-kernel", r"^([ \t]*)- (\$\{\{ stdlib\(['\"]c['\"]\) \}\})$",
+     r'\1- if: gpu_arch == "none"\n\1  then: \2', CK),
     ("source-hash", "vllm", r"^    sha256: \$\{\{ vllm_sdist_sha256 \}\}\n", "", "recipes/vllm/recipe.yaml"),
     ("source-hash", "composable-kernel", r"^  rev: \$\{\{ ck_commit \}\}$", "  rev: develop", f"{CK} composable-kernel"),
     ("license", "composable-kernel", r"^  license: MIT\n", "", f"{CK} composable-kernel"),
