@@ -89,7 +89,10 @@ def lint_workspace(workspace: Path, archs: list[str] | None = None) -> LintResul
     problems: set[Problem] = set()
     recipe_files = discover(options.recipes_dir)
     for recipe_path in recipe_files:
-        problems.update(written_problems(recipe_path, load_recipe_yaml(recipe_path), workspace))
+        try:
+            problems.update(written_problems(recipe_path, load_recipe_yaml(recipe_path), workspace))
+        except UserError:  # not YAML: rendering it below reports that, as a `renders` problem
+            continue
     checked = 0
     for arch_name in archs:
         arch = table.get(arch_name)
@@ -99,7 +102,7 @@ def lint_workspace(workspace: Path, archs: list[str] | None = None) -> LintResul
                 config = variant_config(arch_options, table, arch)
                 outputs = render_all(arch_options, config, arch)
             except UserError as exc:
-                problems.add(Problem("renders", f"{arch_name} {_path_name(path)}", str(exc)))
+                problems.add(Problem("renders", " ".join(filter(None, (arch_name, _path_name(path)))), str(exc)))
                 continue
             built = [o for o in outputs if not o.skipped]
             checked += len(built)
