@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import benchlog, clean, doctor, fetch, pins, pypi, resolve, runner, stops
+from . import benchlog, clean, doctor, fetch, lint, pins, pypi, resolve, runner, stops
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
@@ -92,6 +92,7 @@ def make_parser() -> argparse.ArgumentParser:
     doctor.add_arguments(doctor_parser)
     pins.add_arguments(sub.add_parser("pins", help="each pin beside upstream's newest release, and the pins that move together"))
     pypi.add_arguments(sub.add_parser("pypi", help="PyPI-only dependencies repackaged as conda packages (variants/pypi.yaml)"))
+    lint.add_arguments(sub.add_parser("lint", help="check every recipe against the conda-smithy rules that fit a private channel"))
     for name, help_text, add_arguments, _ in SHARE_COMMANDS:
         extra = sub.add_parser(name, help=help_text)
         add_arguments(extra)
@@ -302,7 +303,7 @@ def cmd_detect(args, reporter: Reporter) -> int:
 
 COMMANDS = {"plan": cmd_plan, "build-all": cmd_build, "build": cmd_build, "fetch": cmd_fetch, "clean": cmd_clean,
             "list": cmd_list, "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect, "pins": pins.run, "pypi": pypi.run,
-            "doctor": doctor.run}
+            "doctor": doctor.run, "lint": lint.run}
 
 
 def main(argv: list[str] | None = None) -> int:

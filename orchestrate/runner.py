@@ -164,10 +164,15 @@ def unpinned_sources(steps: list[Step]) -> list[tuple[str, Source]]:
 def _unpinned(output: Output) -> list[Source]:
     """Url sources without a checksum: none written, or a `KEY_sha256` variant key left empty by an incomplete
     lock (rendered as 64 zeros, which a recipe that writes them out means as a wrong checksum, not as none)."""
-    unlocked = {output.variant.get(key[:-len(SHA256_SUFFIX)] + URL_SUFFIX) for key, value in output.variant.items()
-                if key.endswith(SHA256_SUFFIX) and value == ""}
+    unlocked = unlocked_urls(output)
     return [s for s in sources_of(output.rendered) if s.kind == "url"
             and (not s.pin or (s.pin == ZERO_SHA256 and s.location in unlocked))]
+
+
+def unlocked_urls(output: Output) -> set[str]:
+    """The prebuilt artifacts the lock has no sha256 for yet (their `KEY_sha256` variant key is empty)."""
+    return {output.variant.get(key[:-len(SHA256_SUFFIX)] + URL_SUFFIX) for key, value in output.variant.items()
+            if key.endswith(SHA256_SUFFIX) and value == ""}
 
 
 def _file_of(source: Source) -> str:

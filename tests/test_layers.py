@@ -25,7 +25,7 @@ LAYERS = {
     "__init__": FACE, "__main__": FACE, "launch": FACE, "cli": FACE,
     # Commands: one module per user command
     "runner": COMMANDS, "fetch": COMMANDS, "doctor": COMMANDS, "pins": COMMANDS, "contract": COMMANDS,
-    "import_contract": COMMANDS,
+    "import_contract": COMMANDS, "lint": COMMANDS,
     "clean": COMMANDS, "pypi": COMMANDS, "resolve": COMMANDS, "neutral": COMMANDS,
     "share": COMMANDS, "share.publish": COMMANDS, "share.serve": COMMANDS, "share.cache": COMMANDS,
     "share.consumer": COMMANDS, "share.verify": COMMANDS,
