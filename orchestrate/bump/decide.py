@@ -28,6 +28,7 @@ from .releases import ReadError, World
 MOVES, CURRENT, HELD, UNKNOWN = "moves", "current", "held", "unknown"
 HOLD = re.compile(r"#\s*hold:\s*(?P<reason>.+?)\s*$")
 PYPI_PREFIX = "pypi.yaml:"
+VLLM_ROCM_FILES = re.compile(r"requirements/(rocm|common)[^/]*\.txt")
 
 
 @dataclass
@@ -156,7 +157,9 @@ class Decider:
         self.read: dict[str, dict] = declared.get("read") or {}
         self.amd: dict[str, str] = declared.get("amd") or {}
         self.holds = read_holds(workspace / "variants")
-        self.vllm_requires: tuple[list[str], str] | None = None
+        self.vllm_requires: tuple[list[str], str] | None = None  # the chosen vLLM's METADATA (torch_group sets it)
+        self.vllm_label = ""
+        self._dependents: list[tuple[list[str], str]] | None = None
 
     # ---- shared helpers ----
 
@@ -326,6 +329,17 @@ class Decider:
 
     # ---- components in no group: the PyPI repacks, within what vLLM requires ----
 
+    def dependents_requirements(self) -> list[tuple[list[str], str]]:
+        """What the chosen vLLM requires: its wheel METADATA and its sdist's ROCm requirement files (a build
+        from the sdist installs those; the CUDA wheel's METADATA does not name them)."""
+        if self._dependents is None:
+            found = [self.vllm_requires] if self.vllm_requires else []
+            if self.vllm_label:
+                found += [(list(r.value), r.source) for r in
+                          self.world.sdist_requirements(self.component("vllm").pypi(), self.vllm_label, VLLM_ROCM_FILES)]
+            self._dependents = found
+        return self._dependents
+
     def alone(self, component: Component) -> Group:
         row = self.row(component.name, "")
         if component.version_key.startswith(PYPI_PREFIX):
@@ -341,8 +355,16 @@ class Decider:
             row.decision, row.reason = UNKNOWN, str(exc)
             return group
         pinned = parse_version(row.pinned)
-        spec = spec_on(self.vllm_requires[0], name) if self.vllm_requires else None
-        rule = f"{self.vllm_requires[1]} requires {name}{spec}" if spec is not None and self.vllm_requires else ""
+        spec, rule = None, ""
+        if releases and pinned and releases[-1][0] > pinned:
+            try:
+                for requires, source in self.dependents_requirements():
+                    found = spec_on(requires, name)
+                    if found is not None:
+                        spec, rule = found if spec is None else spec & found, f"{source} requires {name}{found}"
+            except ReadError as exc:
+                row.decision, row.reason = UNKNOWN, f"what vLLM requires of {name} could not be read: {exc}"
+                return group
         allowed = [(v, label) for v, label in releases if pinned and v >= pinned and (spec is None or spec.contains(v))]
         newest = releases[-1] if releases else None
         target = max(allowed) if allowed else None

@@ -14,12 +14,10 @@ import hashlib
 import io
 import os
 import re
-import struct
 import subprocess
 import tarfile
 import tempfile
 import urllib.parse
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,10 +29,6 @@ from ..upstreams import parse_version
 
 RAW_BASE_ENV = "ORCHESTRATE_RAW_BASE"
 DEFAULT_RAW_BASE = "https://raw.githubusercontent.com"
-TAIL_BYTES = 65536  # one range request holds the end-of-central-directory and, mostly, the whole directory
-EOCD = b"PK\x05\x06"
-CENTRAL_ENTRY = b"PK\x01\x02"
-METADATA_MEMBER = re.compile(r"^[^/]+\.dist-info/METADATA$")
 
 
 class ReadError(Exception):
@@ -110,7 +104,12 @@ class World:
             if wheel.get("core-metadata") or wheel.get("data-dist-info-metadata"):
                 text, how = self.download(wheel["url"] + ".metadata").decode("utf-8", "replace"), "METADATA (PEP 658)"
             else:
-                text, how = range_metadata(wheel["url"], self.timeout), "METADATA (range read)"
+                try:
+                    text, how = package_index.remote_wheel_metadata(wheel["url"], self.timeout), "METADATA (range read)"
+                except web.Unreachable as exc:
+                    raise ReadError(f"cannot reach {wheel['url']} ({exc})", unreachable=True) from None
+                except LookupError as exc:
+                    raise ReadError(str(exc)) from None
             return Read(_requires_dist(text), f"{wheel['filename']} {how}")
         sdists = [f for f in files if str(f.get("filename", "")).endswith((".tar.gz", ".zip"))]
         if sdists:
@@ -118,6 +117,20 @@ class World:
             if members:
                 return Read(_requires_dist(next(iter(members.values()))), f"{sdists[0]['filename']} PKG-INFO")
         raise ReadError(f"{name} {label} has no wheel or sdist on {self.pypi_url} to read its requirements from")
+
+    def sdist_requirements(self, name: str, label: str, files: re.Pattern) -> list[Read]:
+        """Requirement lines of the sdist's requirement files whose path (inside the sdist's folder) matches:
+        what a build from the sdist installs (vLLM's requirements/rocm.txt), which its wheel METADATA lacks."""
+        sdists = [f for f in self.files(name, label) if str(f.get("filename", "")).endswith(".tar.gz")]
+        if not sdists:
+            raise ReadError(f"{name} {label} has no sdist on {self.pypi_url}")
+        members = self.sdist_members(sdists[0]["url"], re.compile(r"^[^/]+/(" + files.pattern + r")$"))
+        found = []
+        for path, text in sorted(members.items()):
+            lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+            found.append(Read([line for line in lines if line and not line.startswith("-")],
+                              f"{sdists[0]['filename']} {path.split('/', 1)[1]}"))
+        return found
 
     def sdist_members(self, url: str, pattern: re.Pattern) -> dict[str, str]:
         """The text of the sdist's files whose path matches (downloaded whole: a tarball has no directory)."""
@@ -259,61 +272,6 @@ class World:
 
     def amd_versions(self, project: str) -> list[Version]:
         return package_index.versions_of(self.amd_files(project), project)
-
-
-def range_metadata(url: str, timeout: float) -> str:
-    """A wheel's .dist-info/METADATA read with HTTP range requests: the end of the file (the zip's
-    end-of-central-directory and, mostly, the directory), the directory if it starts earlier, then the one
-    member. A server that ignores Range answers the whole file, which works too."""
-    tail, tail_start = _range(url, f"bytes=-{TAIL_BYTES}", timeout)
-    at = tail.rfind(EOCD)
-    if at < 0 or len(tail) < at + 22:
-        raise ReadError(f"{url}: no zip end-of-central-directory in its last {TAIL_BYTES} bytes (not a wheel?)")
-    cd_size, cd_offset = struct.unpack("<II", tail[at + 12:at + 20])
-    if cd_offset >= tail_start:
-        directory = tail[cd_offset - tail_start:cd_offset - tail_start + cd_size]
-    else:
-        body, start = _range(url, f"bytes={cd_offset}-{cd_offset + cd_size - 1}", timeout)
-        directory = body[cd_offset - start:cd_offset - start + cd_size]
-    position = 0
-    while directory.startswith(CENTRAL_ENTRY, position):
-        (method, compressed, name_len, extra_len, comment_len, local_offset) = (
-            struct.unpack("<H", directory[position + 10:position + 12])[0],
-            struct.unpack("<I", directory[position + 20:position + 24])[0],
-            *struct.unpack("<HHH", directory[position + 28:position + 34]),
-            struct.unpack("<I", directory[position + 42:position + 46])[0])
-        name = directory[position + 46:position + 46 + name_len].decode("utf-8", "replace")
-        position += 46 + name_len + extra_len + comment_len
-        if not METADATA_MEMBER.match(name):
-            continue
-        # the local header's name and extra fields may differ in length from the directory's: read it first
-        body, start = _range(url, f"bytes={local_offset}-{local_offset + 30 + name_len + extra_len + 1024 + compressed}",
-                              timeout)
-        chunk = body[local_offset - start:]
-        local_name_len, local_extra_len = struct.unpack("<HH", chunk[26:30])
-        start = 30 + local_name_len + local_extra_len
-        data = chunk[start:start + compressed]
-        if method == 8:
-            data = zlib.decompressobj(-15).decompress(data)
-        elif method != 0:
-            raise ReadError(f"{url}: METADATA is compressed with zip method {method}, which is not read here")
-        return data.decode("utf-8", "replace")
-    raise ReadError(f"{url}: the wheel's zip directory names no .dist-info/METADATA")
-
-
-def _range(url: str, byte_range: str, timeout: float) -> tuple[bytes, int]:
-    """(bytes, the file offset they start at) of a range request; a server that ignores Range answers the
-    whole file (offset 0)."""
-    try:
-        with web.opened(url, timeout, headers={"Range": byte_range}) as response:
-            body = response.read()
-            partial = re.match(r"bytes (\d+)-\d+/", response.headers.get("Content-Range", ""))
-            whole = response.status != 206
-    except web.Unreachable as exc:
-        raise ReadError(f"cannot reach {url} ({exc})", unreachable=True) from None
-    except LookupError as exc:
-        raise ReadError(f"cannot read {url} ({exc})") from None
-    return body, 0 if whole or not partial else int(partial.group(1))
 
 
 def _requires_dist(text: str) -> list[str]:

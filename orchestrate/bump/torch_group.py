@@ -67,7 +67,7 @@ def decide_torch(d: Decider) -> Group:
             row.decision, row.reason = HELD, f"vLLM's torch requirement could not be read: {vllm.reason}"
         return group
     vllm_label, vllm_requires, vllm_rule, target = chosen
-    d.vllm_requires = (list(vllm_requires.value), vllm_requires.source)
+    d.vllm_requires, d.vllm_label = (list(vllm_requires.value), vllm_requires.source), vllm_label
     if vllm_label != vllm.pinned:
         vllm.decision, vllm.to = MOVES, vllm_label
         vllm.notes_url = f"https://github.com/vllm-project/vllm/releases/tag/v{vllm_label}"
