@@ -20,7 +20,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..contract import check_patch
+from ..contract import FAILED as PATCH_FAILED, check_patch
 from ..upstreams import Component, Pins, Upstreams, parse_version
 from ..yaml_files import read_mapping
 from .releases import ReadError, World
@@ -267,7 +267,7 @@ class Decider:
         for source in self.pins.sources(recipe):
             for patch in source.patches:
                 path = (recipe_dir / patch).resolve()
-                if path.is_file() and check_patch(path, checkout.name, checkout.parent).state == "FAILED":
+                if path.is_file() and check_patch(path, checkout.name, checkout.parent).status == PATCH_FAILED:
                     return path.name
         return ""
 
