@@ -76,6 +76,7 @@ def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, w
     assert sha256(world.files["/github/pytorch/vision/archive/refs/tags/v0.30.0.tar.gz"]) in after["recipes/torchvision-rocm/recipe.yaml"]
     vllm_sdist = world.files["/files/vllm-0.34.0.tar.gz"]
     assert f"vllm_sdist_sha256: {sha256(vllm_sdist)}" in after["recipes/vllm/recipe.yaml"]
+    assert yaml.safe_load(after["recipes/vllm/recipe.yaml"])["context"]["triton_kernels_commit"] == "c" * 40
     triton = yaml.safe_load(after["recipes/triton-rocm/recipe.yaml"])["context"]
     assert triton["triton_commit"] == world.commits["triton-3.9"] and triton["llvm_commit"] == "b" * 40
     assert yaml.safe_load(after["recipes/aotriton/recipe.yaml"])["context"]["aotriton_commit"] == world.commits["aotriton-0.14b"]

@@ -30,6 +30,8 @@ FAMILIES = {"gfx1100": "gfx110x", "gfx1101": "gfx110x", "gfx1150": "gfx115x", "g
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@localhost", "PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"}
 PYTHON_TAG = "cp312"
+# the ROCm/triton commit each vLLM sdist's docker/Dockerfile.rocm names (0.33.0's is the recipe's)
+TRITON_KERNELS = {"0.33.0": "669b31acc1dd1b3fd93286afd5db67f65d9f7557", "0.34.0": "c" * 40}
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -175,7 +177,8 @@ class World:
             "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
                         + "".join(f"Requires-Dist: {line}\n" for line in requires),
             "requirements/common.txt": "regex\n",
-            "requirements/rocm.txt": "-r common.txt\n" + "".join(f"{line}\n" for line in rocm_requires or [])})
+            "requirements/rocm.txt": "-r common.txt\n" + "".join(f"{line}\n" for line in rocm_requires or []),
+            "docker/Dockerfile.rocm": f"ARG ROCM_TRITON_KERNELS_COMMIT={TRITON_KERNELS.get(version, '0' * 40)}\n"})
         self.files[f"/files/{wheel_name}"], self.files[f"/files/{sdist_name}"] = wheel, sdist
         document["releases"][version] = [
             {"filename": wheel_name, "url": f"../../files/{wheel_name}", "yanked": False, "digests": {"sha256": sha256(wheel)}},

@@ -59,6 +59,7 @@ class World:
     _json: dict = field(default_factory=dict)
     _tags: dict = field(default_factory=dict)
     _amd: dict = field(default_factory=dict)
+    _sdists: dict = field(default_factory=dict)  # url -> bytes: a release's sdist is read for several facts
 
     # ---- PyPI ----
 
@@ -134,7 +135,9 @@ class World:
 
     def sdist_members(self, url: str, pattern: re.Pattern) -> dict[str, str]:
         """The text of the sdist's files whose path matches (downloaded whole: a tarball has no directory)."""
-        body = self.download(url)
+        if url not in self._sdists:
+            self._sdists[url] = self.download(url)
+        body = self._sdists[url]
         try:
             with tarfile.open(fileobj=io.BytesIO(body), mode="r:*") as archive:
                 return {m.name: archive.extractfile(m).read().decode("utf-8", "replace")

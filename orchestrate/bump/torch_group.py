@@ -75,6 +75,15 @@ def decide_torch(d: Decider) -> Group:
         group.edits.append(Edit("shared", "vllm_version", new=vllm_label))
         group.edits.append(Edit("literal", d.recipe_file("vllm"), d.pins.primary_source("vllm").pin,
                                 _pypi_sha256(d, "vllm", vllm_label)))
+        try:
+            kernels, kernels_source = d.sdist_fact("vllm", "triton_kernels_commit", vllm_label)
+        except ReadError as exc:
+            vllm.decision, vllm.to, vllm.reason = UNKNOWN, None, f"vllm {vllm_label}: {exc}"
+        else:
+            vllm.reason += f"; triton_kernels {kernels[:12]} ({kernels_source})"
+            old_kernels = d.pins.git_rev("vllm", "triton")
+            if old_kernels and old_kernels != kernels:
+                group.edits.append(Edit("literal", d.recipe_file("vllm"), old_kernels, kernels))
     else:
         vllm.reason = f"newest {vllm_releases[-1][1]}" + (f"; {refused[0]}" if refused else "")
     newest_torch = torch_releases[-1][0]
