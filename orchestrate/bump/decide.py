@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..contract import FAILED as PATCH_FAILED, check_patch
+from ..errors import UserError
 from ..upstreams import Component, Pins, Upstreams, parse_version
 from ..yaml_files import read_mapping
 from .releases import ReadError, World
@@ -156,6 +157,11 @@ class Decider:
         self.groups: dict[str, list[str]] = {str(k): list(v) for k, v in (declared.get("groups") or {}).items()}
         self.read: dict[str, dict] = declared.get("read") or {}
         self.amd: dict[str, str] = declared.get("amd") or {}
+        missing = [name for name in ("pytorch", "triton", "aotriton", "aiter", "flash-attn", "composable-kernel", "vllm")
+                   if name not in self.read]
+        if not self.groups or missing:
+            raise UserError(f"{upstreams.path} has no bump: section with groups and read facts for "
+                            f"{', '.join(missing) or 'its groups'}: restore it from the project's variants/{upstreams.path.name}")
         self.holds = read_holds(workspace / "variants")
         self.vllm_requires: tuple[list[str], str] | None = None  # the chosen vLLM's METADATA (torch_group sets it)
         self.vllm_label = ""

@@ -85,7 +85,8 @@ def decide_torch(d: Decider) -> Group:
             if old_kernels and old_kernels != kernels:
                 group.edits.append(Edit("literal", d.recipe_file("vllm"), old_kernels, kernels))
     else:
-        vllm.reason = f"newest {vllm_releases[-1][1]}" + (f"; {refused[0]}" if refused else "")
+        vllm.reason = f"newest release {vllm_releases[-1][1]} (PyPI {d.component('vllm').pypi()}); " + \
+            (f"{refused[0]}" if refused else vllm_rule)
     newest_torch = torch_releases[-1][0]
     blocked_by = refused[0] if refused and newest_torch > target else vllm_rule
 
@@ -190,7 +191,7 @@ def _companions(d: Decider, group: Group, rows: dict, target: Version, rule: str
                 requires = d.world.requirements(project, label)
                 spec = spec_on(requires.value, torch_name)
                 if spec is not None and spec.contains(target, prereleases=True):
-                    chosen = label
+                    chosen, chosen_rule = label, f"{requires.source} requires {torch_name}{spec}"
                     break
                 refusals.append(f"{project} {label} requires {torch_name}{spec or ' (none named)'} ({requires.source})")
                 if version == Version(row.pinned):
@@ -210,7 +211,7 @@ def _companions(d: Decider, group: Group, rows: dict, target: Version, rule: str
             row.decision, row.reason = HELD, f"hold: {row.hold}"
         else:
             row.decision, row.to = MOVES, chosen
-            row.reason = f"PyPI {project}; made with {torch_name} {target}"
+            row.reason = f"PyPI {project}; {chosen_rule}"
             row.notes_url = f"https://pypi.org/project/{project}/{chosen}/"
             source = d.pins.primary_source(recipe)
             group.edits += [Edit("shared", d.component(name).version_key, new=chosen),
