@@ -53,11 +53,13 @@ def closed_port() -> int:
 
 def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, workspace, capsys):
     world.torch_215()
+    world.aiter_release()
     before = snapshot(workspace)
     code, out, err = bump(capsys, world, workspace, "--json", "--write")
     assert code == 0, out + err
     found = rows(out)
-    assert {name: (r["pinned"], r["to"]) for name, r in found.items() if r["decision"] == "moves"} == TORCH_GROUP_215
+    assert {name: (r["pinned"], r["to"]) for name, r in found.items() if r["decision"] == "moves"} == \
+        {**TORCH_GROUP_215, "aiter": ("0.1.20.post1", "0.1.21"), "flydsl": ("0.3.1", "0.5.0")}
     assert all(found[name]["group"] == "torch" and found[name]["files"] for name in TORCH_GROUP_215)
     # PyPI's JSON says vLLM 0.34.0 wants torch 2.14.0; its wheel's METADATA (read by range requests) says 2.15.0
     assert "vllm 0.34.0 requires torch==2.15.0 (vllm-0.34.0-py3-none-any.whl METADATA (range read))" in found["pytorch"]["reason"]
@@ -84,9 +86,15 @@ def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, w
     assert lock["torch"]["file"] == "torch-2.15.0+rocm10.2.0-cp312-cp312-linux_x86_64.whl"
     assert lock["torch"]["sha256"] == sha256(lock["torch"]["file"].encode())  # the index's #sha256= fragment
     assert "+gitabcdef12.rocm" in after["variants/prebuilt.yaml"]
+    aiter = yaml.safe_load(after["recipes/aiter/recipe.yaml"])["context"]
+    assert aiter["aiter_commit"] == world.commits["aiter-v0.1.21"] and aiter["ck_commit"] == world.commits["ck-1.4"]
+    flydsl = yaml.safe_load(after["variants/pypi.yaml"])["packages"]["flydsl"]
+    assert flydsl["version"] == "0.5.0" and flydsl["sha256"] == sha256(world.files["/files/flydsl-0.5.0-py3-none-any.whl"])
+    assert 'flydsl_version: ["0.5.0"]' in after["variants/shared.yaml"]
     changed = {path for path in after if after[path] != before[path]}
     assert changed == {f for r in found.values() for f in r["files"]}
-    assert not any(path.startswith("recipes/flash-attn") or path.startswith("recipes/aiter") for path in changed)
+    assert found["aiter"]["files"] == ["recipes/aiter/recipe.yaml", "variants/pypi.yaml", "variants/shared.yaml"]
+    assert not any(path.startswith(("recipes/flash-attn", "recipes/composable-kernel")) for path in changed)
 
     code, out, _ = bump(capsys, world, workspace, "--json", "--write")  # a second run changes nothing
     assert code == 0 and snapshot(workspace) == after
@@ -100,6 +108,19 @@ def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, w
                          "--variant", f"pytorch_from={path}"])
             out, err = capsys.readouterr()
             assert code == 0 and "pytorch" in out and "2.15.0" in out, out + err
+
+
+def test_a_failed_download_holds_the_group_and_writes_none_of_it(world, workspace, capsys):
+    world.torch_215()
+    del world.files["/github/pytorch/audio/archive/refs/tags/v2.12.0.tar.gz"]
+    before = snapshot(workspace)
+    code, out, _ = bump(capsys, world, workspace, "--json", "--write")
+    found = rows(out)
+    for name in TORCH_GROUP_215:
+        assert found[name]["decision"] == "held" and found[name]["files"] == []
+        assert "cannot download" in found[name]["reason"] and "v2.12.0.tar.gz" in found[name]["reason"]
+        assert "nothing of the torch group was written" in found[name]["reason"]
+    assert snapshot(workspace) == before
 
 
 def test_torch_is_held_while_no_vllm_allows_it(world, workspace, capsys):

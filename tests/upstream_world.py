@@ -149,6 +149,9 @@ class World:
         self.files: dict[str, bytes] = {}
         self.amd: dict[str, list[tuple[str, str]]] = {}
         self.ranges.clear()
+        aiter = self.git_base / "ROCm" / "aiter"
+        if "v0.1.21" in git("tag", cwd=aiter).split():
+            git("tag", "-d", "v0.1.21", cwd=aiter)
         self.pypi("torch", "2.14.1", ["triton~=3.8.0", "filelock"])
         self.pypi("triton", "3.8.0", [])
         self.pypi("vllm", "0.33.0", ["torch==2.14.0", "torchaudio==2.11.0"], rocm_requires=["conch-triton-kernels==1.2.1"])
@@ -225,6 +228,11 @@ class World:
                       json_requires=["torch==2.14.0"] if json_disagrees else None,
                       rocm_requires=["conch-triton-kernels==1.2.1"], padding=70000)
 
+    def aiter_release(self) -> None:
+        """aiter v0.1.21: its setup.py pins flydsl 0.5.0 (on PyPI), its CK submodule moves to CK 1.4."""
+        git("tag", "-a", "-m", "v0.1.21", "v0.1.21", self.commits["aiter-v0.1.21"], cwd=self.git_base / "ROCm" / "aiter")
+        self.pypi("flydsl", "0.5.0", ["numpy>=1.26"])
+
     # ---- git ----
 
     def _commit(self, repo: str, files: dict[str, str], gitlinks: dict[str, str] | None = None,
@@ -251,6 +259,8 @@ class World:
         c["aiter-v0.1.11"] = self._commit("ROCm/aiter", {"setup.py": 'FLYDSL_VERSION = "flydsl==0.2.0"\n'}, tag="v0.1.11")
         c["aiter-v0.1.20.post1"] = self._commit("ROCm/aiter", {"setup.py": 'FLYDSL_VERSION = "flydsl==0.3.1"\n'},
                                                 {"3rdparty/composable_kernel": c["ck-1.3"]}, tag="v0.1.20.post1")
+        c["aiter-v0.1.21"] = self._commit("ROCm/aiter", {"setup.py": 'FLYDSL_VERSION = "flydsl==0.5.0"\n'},
+                                          {"3rdparty/composable_kernel": c["ck-1.4"]})  # tagged by aiter_release()
         c["aotriton-0.13b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n"}, tag="0.13b")
         c["aotriton-0.14b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n", "x": "0.14"}, tag="0.14b")
         c["triton-3.8"] = self._commit("triton-lang/triton", {"cmake/llvm-hash.txt": "a" * 40 + "\n"})
@@ -261,8 +271,6 @@ class World:
                 "cmake/External/aotriton.cmake": f'  set(__AOTRITON_VER "{aotriton}")\n'
                                                  f'  set(__AOTRITON_CI_COMMIT "{c["aotriton-" + aotriton]}")\n'},
                 tag=f"v{version}")
-        setup = (REPO / "patches" / "flash-attn").glob("*.patch")
-        assert list(setup), "the flash-attn patch the scenario breaks"
         c["flash-attn-v2.9.0"] = self._commit("Dao-AILab/flash-attention", {"setup.py": "# rewritten upstream\n"},
                                               {"csrc/composable_kernel": c["ck-1.4"]}, tag="v2.9.0")
 

@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 from .. import prebuilt as amd
@@ -63,11 +64,14 @@ def run(args, reporter: Reporter) -> int:
     if args.timeout <= 0:
         raise UserError(f"--timeout {args.timeout} must be a positive number of seconds")
     world = make_world(args, workspace)
-    upstreams = Upstreams.load(workspace / "variants")
-    pins = read_pins(workspace, upstreams, args.arch or os.environ.get(ARCH_ENV))
-    groups = decide(Decider(workspace, upstreams, pins, world))
-    if args.write:
-        write.apply(workspace, groups, world)
+    try:
+        upstreams = Upstreams.load(workspace / "variants")
+        pins = read_pins(workspace, upstreams, args.arch or os.environ.get(ARCH_ENV))
+        groups = decide(Decider(workspace, upstreams, pins, world))
+        if args.write:
+            write.apply(workspace, groups, world)
+    finally:
+        shutil.rmtree(world.cache, ignore_errors=True)  # upstream clones and checkouts read for this run
     order = list(upstreams.components)
     rows = sorted((r.as_dict() for g in groups for r in g.rows), key=lambda r: order.index(r["name"]))
     proofs = []

@@ -232,7 +232,8 @@ class World:
             local.mkdir(parents=True)
             self._git("init", "-q", cwd=local)
         if subprocess.run(["git", "cat-file", "-e", f"{ref}^{{commit}}"], cwd=local, capture_output=True).returncode:
-            wanted = f"refs/tags/{ref}:refs/tags/{ref}" if ref in self._tags.get(repo, {}) else ref
+            known = self._tags.get(repo)
+            wanted = f"refs/tags/{ref}:refs/tags/{ref}" if isinstance(known, dict) and ref in known else ref
             try:
                 self._git("fetch", "-q", "--depth", "1", self.repo_url(repo), wanted, cwd=local)
             except ReadError as exc:
