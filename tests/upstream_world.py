@@ -70,6 +70,23 @@ def make_tarball(folder: str, files: dict[str, str]) -> bytes:
     return buffer.getvalue()
 
 
+def preimage(patch: str) -> dict[str, str]:
+    """Files a patch applies to: each file's hunks' context and removed lines, in order (git apply finds
+    hunks at an offset), so an upstream tree in the world can take our real patches."""
+    files: dict[str, list[str]] = {}
+    current = None
+    for line in patch.splitlines():
+        if line == "-- ":  # git format-patch's signature
+            break
+        if line.startswith("--- "):
+            current = line[len("--- a/"):] if line.startswith("--- a/") else None
+            if current:
+                files.setdefault(current, [])
+        elif current and not line.startswith(("+++", "@@", "diff ", "index ", "\\")) and line[:1] in (" ", "-", ""):
+            files[current].append(line[1:])
+    return {path: "\n".join(lines) + "\n" for path, lines in files.items()}
+
+
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server's naming)
         world: World = self.server.world
@@ -262,7 +279,8 @@ class World:
         c["aiter-v0.1.21"] = self._commit("ROCm/aiter", {"setup.py": 'FLYDSL_VERSION = "flydsl==0.5.0"\n'},
                                           {"3rdparty/composable_kernel": c["ck-1.4"]})  # tagged by aiter_release()
         c["aotriton-0.13b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n"}, tag="0.13b")
-        c["aotriton-0.14b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n", "x": "0.14"}, tag="0.14b")
+        gfx908 = preimage((REPO / "patches" / "aotriton" / "0001-gfx908-experimental-target.patch").read_text())
+        c["aotriton-0.14b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n", **gfx908}, tag="0.14b")
         c["triton-3.8"] = self._commit("triton-lang/triton", {"cmake/llvm-hash.txt": "a" * 40 + "\n"})
         c["triton-3.9"] = self._commit("triton-lang/triton", {"cmake/llvm-hash.txt": "b" * 40 + "\n"})
         for version, triton, aotriton in (("2.14.1", "triton-3.8", "0.13b"), ("2.15.0", "triton-3.9", "0.14b")):

@@ -279,14 +279,18 @@ class Decider:
         return group
 
     def broken_patches(self, recipe: str, repo: str, commit: str) -> str:
-        """The first of the recipe's patches that does not apply to the repository at `commit` ("" if all do)."""
-        checkout = self.world.checkout(repo, commit)
+        """The first of the recipe's patches (those it renders to, and opt-in ones in patches/<recipe>/) that
+        does not apply to the repository at `commit`, checked as the upstream contract tests check them;
+        "" if all apply."""
         recipe_dir = self.workspace / "recipes" / recipe
-        for source in self.pins.sources(recipe):
-            for patch in source.patches:
-                path = (recipe_dir / patch).resolve()
-                if path.is_file() and check_patch(path, checkout.name, checkout.parent).status == PATCH_FAILED:
-                    return path.name
+        patches = {(recipe_dir / p).resolve() for source in self.pins.sources(recipe) for p in source.patches}
+        patches |= {p.resolve() for p in (self.workspace / "patches" / recipe).glob("*.patch")}
+        if not patches:
+            return ""
+        checkout = self.world.checkout(repo, commit)
+        for path in sorted(p for p in patches if p.is_file()):
+            if check_patch(path, checkout.name, checkout.parent).status == PATCH_FAILED:
+                return path.name
         return ""
 
     # ---- aiter <-> flydsl ----

@@ -96,7 +96,9 @@ def decide_torch(d: Decider) -> Group:
 
     unknown = [r for r in group.rows if r.decision == UNKNOWN]
     core_moves = any(rows[n].decision == MOVES for n in ("pytorch", "rocm-sdk", "pytorch-amd"))
-    if core_moves and unknown:
+    if target != pinned_torch and torch.decision != MOVES:  # vLLM's choice needs that torch
+        group.hold_all(f"the torch group moves whole and pytorch {target} cannot move ({torch.reason})")
+    elif core_moves and unknown:
         group.hold_all(f"the torch group moves whole and {unknown[0].name} could not be read ({unknown[0].reason})")
     elif rows["pytorch"].decision == MOVES and rows["pytorch-amd"].decision != MOVES and \
             series(target) != series(rows["pytorch-amd"].pinned):
@@ -146,10 +148,16 @@ def _source_path(d: Decider, group: Group, rows: dict, target: Version, rule: st
         aot_tree = d.world.tree(aot_repo, aot_commit)
         aiter_tag, _ = d.fact("aotriton", "aiter_tag", aot_commit)
         aiter_commit = str(d.world.tag_commit(d.read["aiter"]["repo"], aiter_tag).value)
+        broken = d.broken_patches("aotriton", aot_repo, aot_commit) if aot_version != aotriton.pinned else ""
     except ReadError as exc:
         torch.decision, torch.reason = UNKNOWN, f"torch {label} ({rule}): {exc}"
         for row in (triton, aotriton):
             row.decision, row.reason = HELD, f"torch {label}'s pins could not be read: {exc}"
+        return
+    if broken:
+        for row in (torch, triton, aotriton):
+            row.decision, row.reason = HELD, f"patch {broken} no longer applies to aotriton {aot_version} " \
+                                             f"({aot_source} names {aot_commit[:12]}), which torch {label} needs"
         return
     torch.decision, torch.to, torch.reason = MOVES, label, f"PyPI {torch_name}; {rule}"
     torch.notes_url = f"https://github.com/{repo}/releases/tag/{tag}"
