@@ -125,10 +125,14 @@ def test_a_failed_download_holds_the_group_and_writes_none_of_it(world, workspac
 
 def test_torch_is_held_while_no_vllm_allows_it(world, workspace, capsys):
     world.torch_215(vllm_allows=False)
+    world.pypi("conch-triton-kernels", "1.3", [])
     before = snapshot(workspace)
     code, out, _ = bump(capsys, world, workspace, "--json")
     found = rows(out)
     assert code == 0
+    # a PyPI repack moves within what vLLM's ROCm build installs (its sdist's requirements/rocm.txt)
+    assert found["conch-triton-kernels"]["decision"] == "held" and \
+        "vllm-0.33.0.tar.gz requirements/rocm.txt requires conch-triton-kernels==1.2.1" in found["conch-triton-kernels"]["reason"]
     for name in ("pytorch", "triton", "aotriton", "torchvision", "torchaudio", "rocm-sdk"):
         assert found[name]["decision"] == "held" and VLLM_033_RULE in found[name]["reason"], found[name]
     assert "torchvision 0.30.0 requires torch==2.15.0" in found["torchvision"]["reason"]

@@ -29,7 +29,6 @@ from .releases import ReadError, World
 MOVES, CURRENT, HELD, UNKNOWN = "moves", "current", "held", "unknown"
 HOLD = re.compile(r"#\s*hold:\s*(?P<reason>.+?)\s*$")
 PYPI_PREFIX = "pypi.yaml:"
-VLLM_ROCM_FILES = re.compile(r"requirements/(rocm|common)[^/]*\.txt")
 
 
 @dataclass
@@ -358,7 +357,8 @@ class Decider:
             found = [self.vllm_requires] if self.vllm_requires else []
             if self.vllm_label:
                 found += [(list(r.value), r.source) for r in
-                          self.world.sdist_requirements(self.component("vllm").pypi(), self.vllm_label, VLLM_ROCM_FILES)]
+                          self.world.sdist_requirements(self.component("vllm").pypi(), self.vllm_label,
+                                                        re.compile(self.read["vllm"]["rocm_requirements"]["sdist_files"]))]
             self._dependents = found
         return self._dependents
 
