@@ -83,10 +83,11 @@ class Group:
     def moving(self) -> list[Row]:
         return [r for r in self.rows if r.decision == MOVES]
 
-    def hold_all(self, reason: str) -> None:
-        """A coupled group moves whole or not at all: every move of it is held with the reason."""
+    def hold_all(self, reason: str, decision: str = HELD) -> None:
+        """A coupled group moves whole or not at all: every move of it is held with the reason (unknown where
+        an upstream could not be reached)."""
         for row in self.moving():
-            row.decision, row.to, row.reason = HELD, None, reason
+            row.decision, row.to, row.reason = decision, None, reason
         self.edits = []
 
 

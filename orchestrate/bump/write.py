@@ -23,7 +23,7 @@ from ..architectures import ArchitectureTable
 from ..errors import UserError
 from ..pypi import choose_file, entry_for, with_entry
 from ..pypi_table import SHA256, load_table
-from .decide import Download, Edit, Group
+from .decide import HELD, UNKNOWN, Download, Edit, Group
 from .releases import ReadError, World
 
 
@@ -49,7 +49,8 @@ def apply(workspace: Path, groups: list[Group], world: World) -> list[Path]:
                 staged[path] = _edited(staged, path, edit, workspace, world)
         except (ReadError, NotWritten) as exc:
             name = group.name or group.rows[0].name
-            group.hold_all(f"{exc}; nothing of the {name} {'group' if group.name else 'pin'} was written")
+            group.hold_all(f"{exc}; nothing of the {name} {'group' if group.name else 'pin'} was written",
+                           UNKNOWN if getattr(exc, "unreachable", False) else HELD)
             continue
         changed = sorted(str(p.relative_to(workspace)) for p in staged if staged[p] != texts.get(p, originals[p]))
         texts = staged
