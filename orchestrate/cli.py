@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import benchlog, clean, doctor, fetch, lint, pins, pypi, resolve, runner, stops
+from . import benchlog, bump, clean, doctor, fetch, lint, pins, pypi, resolve, runner, stops
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
@@ -90,7 +90,9 @@ def make_parser() -> argparse.ArgumentParser:
     doctor_parser = sub.add_parser("doctor", help="is this machine ready to build and run the stack? one line per check")
     _common(doctor_parser)
     doctor.add_arguments(doctor_parser)
-    pins.add_arguments(sub.add_parser("pins", help="each pin beside upstream's newest release, and the pins that move together"))
+    pins_parser = sub.add_parser("pins", help="each pin beside upstream's newest release, and the pins that move together")
+    pins.add_arguments(pins_parser)
+    bump.add_arguments(pins_parser)
     pypi.add_arguments(sub.add_parser("pypi", help="PyPI-only dependencies repackaged as conda packages (variants/pypi.yaml)"))
     lint.add_arguments(sub.add_parser("lint", help="check every recipe against the conda-smithy rules that fit a private channel"))
     for name, help_text, add_arguments, _ in SHARE_COMMANDS:
@@ -293,6 +295,10 @@ def cmd_variants(args, reporter: Reporter) -> int:
     return 1 if stale else 0
 
 
+def cmd_pins(args, reporter: Reporter) -> int:
+    return bump.run(args, reporter) if bump.wanted(args) else pins.run(args, reporter)
+
+
 def cmd_detect(args, reporter: Reporter) -> int:
     found = os.environ.get(ARCH_ENV) or detect_gpu_arch()
     if not found:
@@ -302,7 +308,7 @@ def cmd_detect(args, reporter: Reporter) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "build-all": cmd_build, "build": cmd_build, "fetch": cmd_fetch, "clean": cmd_clean,
-            "list": cmd_list, "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect, "pins": pins.run, "pypi": pypi.run,
+            "list": cmd_list, "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect, "pins": cmd_pins, "pypi": pypi.run,
             "doctor": doctor.run, "lint": lint.run}
 
 

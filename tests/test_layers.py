@@ -31,6 +31,8 @@ LAYERS = {
     "share.consumer": COMMANDS, "share.verify": COMMANDS,
     "share.page": COMMANDS, "share.page.model": COMMANDS, "share.page.render": COMMANDS, "share.page.plot": COMMANDS,
     "share.page.command": COMMANDS,
+    "bump": COMMANDS, "bump.releases": COMMANDS, "bump.decide": COMMANDS, "bump.torch_group": COMMANDS,
+    "bump.write": COMMANDS, "bump.prove": COMMANDS, "bump.report": COMMANDS,
     # Work: build one package, keep the channel, explain a failure, store a shared channel
     "builder": WORK, "benchlog": WORK, "channel": WORK, "diagnose": WORK, "graph": WORK, "estimates": WORK,
     "share.targets": WORK, "share.store": WORK, "share.s3": WORK, "share.credentials": WORK, "share.lookup": WORK,
