@@ -297,7 +297,7 @@ def bump_workspace(world: World, target: Path) -> Path:
     """recipes/, variants/ and patches/ of the project, with every upstream address pointing at the world,
     the aiter commit at the world's v0.1.20.post1 tag and the prebuilt lock read from the world's index."""
     for folder in ("recipes", "variants", "patches"):
-        shutil.copytree(REPO / folder, target / folder)
+        shutil.copytree(REPO / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for recipe in (target / "recipes").glob("*/recipe.yaml"):
         text = recipe.read_text().replace("https://github.com/", f"{world.url}/github/")
         text = text.replace("https://pypi.org/packages/source/v/vllm/", f"{world.url}/files/")
@@ -313,4 +313,4 @@ def bump_workspace(world: World, target: Path) -> Path:
 
 def snapshot(workspace: Path) -> dict[str, str]:
     return {str(p.relative_to(workspace)): p.read_text() for folder in ("recipes", "variants")
-            for p in sorted((workspace / folder).rglob("*")) if p.is_file()}
+            for p in sorted((workspace / folder).rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
