@@ -28,7 +28,7 @@ LAYERS = {
     "import_contract": COMMANDS,
     "clean": COMMANDS, "pypi": COMMANDS, "resolve": COMMANDS, "neutral": COMMANDS,
     "share": COMMANDS, "share.publish": COMMANDS, "share.serve": COMMANDS, "share.cache": COMMANDS,
-    "share.consumer": COMMANDS, "share.verify": COMMANDS,
+    "share.consumer": COMMANDS, "share.verify": COMMANDS, "share.page": COMMANDS,
     # Work: build one package, keep the channel, explain a failure, store a shared channel
     "builder": WORK, "benchlog": WORK, "channel": WORK, "diagnose": WORK, "graph": WORK, "estimates": WORK,
     "share.targets": WORK, "share.store": WORK, "share.s3": WORK, "share.credentials": WORK, "share.lookup": WORK,
