@@ -19,6 +19,7 @@ from .options import Options
 from .prebuilt import LOCK_COMMAND, LOCK_FILE, PYTORCH_FROM, SHA256_SUFFIX, SOURCE, URL_SUFFIX, origin_of
 from .input_hash import compute_input_hashes
 from .recipes import Output, VariantChoice, render_all, variant_choice
+from .share import bench as channel_bench
 from .sources import ZERO_SHA256, Source, SourceCache, sources_of
 from .ui import Progress, Reporter
 
@@ -344,8 +345,9 @@ def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[Build
         if outcome.ok:
             crashpoints.reach("built")
             for package in outcome.packages:
-                channel.add(package, _entry(output, package, plan.arch.name, "built", outcome.seconds,
-                                            outcome.disk_peak_bytes))
+                entry = _entry(output, package, plan.arch.name, "built", outcome.seconds, outcome.disk_peak_bytes)
+                channel.add(package, entry)
+                _keep_bench(channel, outcome.bench, entry, plan.arch.name, reporter)
             discard_work(outcome.work)
             step.state = BUILT
             reporter.info(f"built {output.label} in {outcome.seconds:.1f}s")
@@ -358,6 +360,18 @@ def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[Build
                 reporter.error(f"  | {line}")
             stopped = not options.keep_going
     return plan.steps
+
+
+def _keep_bench(channel: Channel, kept: Path | None, entry: ManifestEntry, arch: str, reporter: Reporter) -> None:
+    """The recipe test's benchmark beside its package in the channel, for publish and the channel's page. One
+    that cannot be written costs a warning, not the build: the package is in."""
+    if kept is None:
+        return
+    try:
+        channel_bench.keep_in_local_channel(channel.path, kept, entry, arch)
+    except OSError as exc:
+        reporter.error(f"warning: {kept.name} not kept in channel {channel.path} ({exc.strerror or exc}): the "
+                       "package is in, without its benchmark; free space or fix permissions, then rebuild it to measure again")
 
 
 def _progress(number: int, to_build: list[Step]) -> Progress:
