@@ -311,8 +311,8 @@ def _derive_manifest(recorded: list[ManifestEntry], store: Store) -> None:
 def _publish_to_server(channel: Channel, entries: list[ManifestEntry], server: PackageServer,
                        reporter: Reporter, benches: int) -> int:
     if benches:
-        reporter.line(f"{server.kind} holds packages only: {benches} benchmark result(s) and the channel page stay "
-                      "out of it (publish to a folder or S3 bucket to share them)")
+        reporter.line(f"{server.url} holds packages only: {benches} benchmark result(s) and the channel page stay "
+                      "out of it (publish to a folder or an S3 bucket to share them too)")
     reader = server.reader()
     try:
         listed = remote_sha256s(reader)
