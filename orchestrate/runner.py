@@ -58,6 +58,10 @@ class BuildCache(Protocol):
 
     def fetch(self, output: Output, into: Path) -> tuple[Path, ManifestEntry] | None: ...
 
+    def benchmarks(self, file: str) -> list[channel_bench.Bench]:
+        """The benchmark results it records for package `file` (subdir/name)."""
+        ...
+
 
 def set_build_knobs(options: Options) -> None:
     """Knobs reach recipes through `${{ env.get(...) }}` in build.script.env, read at render time."""
@@ -374,6 +378,16 @@ def _keep_bench(channel: Channel, kept: Path | None, entry: ManifestEntry, arch:
                        "package is in, without its benchmark; free space or fix permissions, then rebuild it to measure again")
 
 
+def _keep_cached_benchmarks(cache, channel: Channel, entry: ManifestEntry, reporter: Reporter) -> None:
+    """The results the cache channel records for a package it gave, so this channel's page shows them too."""
+    try:
+        for found in cache.benchmarks(entry.file):
+            channel_bench.keep_copy(channel.path, found, entry.file)
+    except (OSError, UserError) as exc:
+        reporter.error(f"warning: the benchmark results of {entry.file} in {cache.description} not kept in channel "
+                       f"{channel.path} ({exc}): the package is in, without them")
+
+
 def _progress(number: int, to_build: list[Step]) -> Progress:
     after = [s.estimate for s in to_build[number:] if s.estimate]
     current = to_build[number - 1].estimate
@@ -394,6 +408,7 @@ def _take_from_cache(step: Step, caches, channel: Channel, options: Options, rep
             forget_cached_package(step.output)
             channel.add(package, entry)
             package.unlink(missing_ok=True)  # the channel has its copy now
+            _keep_cached_benchmarks(cache, channel, entry, reporter)
             step.state, step.seconds = CACHED, time.monotonic() - started
             step.reasons = [r for r in step.reasons if r.startswith((MISSING, DAMAGED))]
             step.reasons.append(f"same input hash in {cache.description}")

@@ -182,3 +182,17 @@ def test_a_page_that_cannot_be_made_is_one_warning_and_the_channel_is_untouched(
     assert "the page builder broke" in warning and "orchestrate page" in warning
     assert {p: p.read_bytes() for p in channel.rglob("*") if p.is_file()} == before
     assert all((channel / name).is_file() for name in PAGE_FILES)
+
+
+def test_a_machine_taking_packages_from_the_team_channel_takes_their_benchmarks_too(team, tmp_path):
+    machines, shared = team
+    workspace, channel, _ = machines["gfx942"]
+    fresh = tmp_path / "fresh"
+    result = orchestrate("build-all", "--workspace", str(workspace), "--channel", str(fresh), "--arch", "gfx942",
+                         "--no-tests", "-q", "--cache-channel", shared.as_uri())
+    assert result.returncode == 0, result.stderr
+    assert "10 from cache" in result.stdout
+    bench = bench_path("gfx942", pytorch_file(channel))
+    assert (fresh / bench).read_bytes() == (shared / bench).read_bytes()
+    assert "gfx942" in (fresh / "index.html").read_text()
+    assert orchestrate("verify", "--workspace", str(workspace), "--channel", str(fresh)).returncode == 0

@@ -115,6 +115,12 @@ class Bench:
     data: bytes
 
 
+def keep_copy(channel_path: Path, bench: Bench, package_file: str) -> None:
+    """A result another channel records (a cache channel's), into the local channel with its record."""
+    write_atomically(channel_path / bench.path, bench.data)
+    write_atomically(channel_path / record_path(bench.arch, package_file), encode_record(bench.path, bench.data))
+
+
 def recorded_in(store: Store, package_file: str) -> list[Bench]:
     """The whole benchmark results a channel (the local one, when publishing) records for a package file."""
     found = []
