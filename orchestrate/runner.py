@@ -375,7 +375,8 @@ def _keep_bench(channel: Channel, kept: Path | None, entry: ManifestEntry, arch:
         channel_bench.keep_in_local_channel(channel.path, kept, entry, arch)
     except OSError as exc:
         reporter.error(f"warning: {kept.name} not kept in channel {channel.path} ({exc.strerror or exc}): the "
-                       "package is in, without its benchmark; free space or fix permissions, then rebuild it to measure again")
+                       "package is in, without its benchmark; free space or fix permissions, then rebuild it to "
+                       "measure again")
 
 
 def _keep_cached_benchmarks(cache, channel: Channel, entry: ManifestEntry, reporter: Reporter) -> None:

@@ -25,7 +25,7 @@ from ..errors import UserError
 from ..options import Options
 from ..ui import Reporter
 from .bench import Bench, encode_record, json_object, parse_record, recorded_in, sha256_bytes
-from .channel_page import write_published_page
+from .channel_page import PAGE_FILES, write_published_page
 from .lookup import (Lookup, encode_entry, encode_manifest, entry_path, parse_entry, parse_manifest, read_entry,
                      read_lookup)
 from .targets import FolderStore, PackageServer, Store, parse_target
@@ -205,6 +205,9 @@ def _publish_to_store(channel: Channel, entries: list[ManifestEntry], benches: d
     listed, damaged_index = read_index(store)
     lookup = read_lookup(store)
     if not damaged_index and _complete(entries, channel, store, listed, lookup) and _benches_complete(benches, store):
+        if any(store.size(name) is None for name in PAGE_FILES):  # a channel published before pages existed
+            with store.exclusive("orchestrate publish: the channel page", reporter.info):
+                write_published_page(store, variants_dir, reporter.error)
         reporter.line(f"nothing to publish: all {len(entries)} package(s) are already at {store.url}")
         return 0
     theirs = _same_packages_listed(entries, store, listed, lookup)

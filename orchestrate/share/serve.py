@@ -57,7 +57,8 @@ class ChannelRequestHandler(SimpleHTTPRequestHandler):
         # A channel is read through its index, not by browsing; a folder with an index.html (the channel's
         # root) never gets here: the handler answers with that page.
         if os.path.realpath(path) == os.path.realpath(self.directory):
-            self.send_error(404, "this channel has no page yet: `orchestrate build-all` or `orchestrate page` writes it")
+            self.send_error(404, "this channel has no page yet: `orchestrate build-all` or `orchestrate page` "
+                                 "writes it")
         else:
             self.send_error(404)
         return None

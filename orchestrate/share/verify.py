@@ -55,8 +55,8 @@ class Verification:
 
     def as_json(self) -> str:
         return json.dumps({"channel": self.channel, "ok": self.ok, "packages": self.packages,
-                           "entries": self.entries, "benches": self.benches, "problems": [asdict(p) for p in self.problems],
-                           "notes": self.notes}, indent=1)
+                           "entries": self.entries, "benches": self.benches,
+                           "problems": [asdict(p) for p in self.problems], "notes": self.notes}, indent=1)
 
 
 class Fixes:
