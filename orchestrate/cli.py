@@ -183,11 +183,21 @@ def cmd_build(args, reporter: Reporter) -> int:
         caches = _caches(options)
         with clean.work_area(options):
             steps = runner.execute(plan, options, reporter, caches)
+        _write_page(channel, options, reporter, recovery.changed or any(s.state in (runner.BUILT, runner.CACHED)
+                                                                         for s in steps))
     finally:
         channel.unlock()
     runner.summarize(steps, reporter, plan.arch.name)
     runner.raise_if_failed(steps)
     return 0
+
+
+def _write_page(channel: Channel, options: Options, reporter: Reporter, changed: bool) -> None:
+    """The local channel's page, under its lock, when the channel changed (or has none yet)."""
+    from .share.channel_page import PAGE_FILES, write_local_page
+
+    if channel.is_channel() and (changed or not all((channel.path / name).is_file() for name in PAGE_FILES)):
+        write_local_page(channel.path, options.variants_dir, reporter.error)
 
 
 def _caches(options: Options) -> list:

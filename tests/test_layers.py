@@ -33,9 +33,11 @@ LAYERS = {
     "share.page.command": COMMANDS,
     "bump": COMMANDS, "bump.releases": COMMANDS, "bump.decide": COMMANDS, "bump.torch_group": COMMANDS,
     "bump.write": COMMANDS, "bump.prove": COMMANDS, "bump.report": COMMANDS,
+    "share.channel_page": COMMANDS,
     # Work: build one package, keep the channel, explain a failure, store a shared channel
     "builder": WORK, "benchlog": WORK, "channel": WORK, "diagnose": WORK, "graph": WORK, "estimates": WORK,
     "share.targets": WORK, "share.store": WORK, "share.s3": WORK, "share.credentials": WORK, "share.lookup": WORK,
+    "share.bench": WORK,
     # Declarations: what recipes and tables declare, rendered
     "recipes": DECLARATIONS, "prebuilt": DECLARATIONS, "architectures": DECLARATIONS, "upstreams": DECLARATIONS,
     "sources": DECLARATIONS, "imports": DECLARATIONS, "pypi_table": DECLARATIONS, "input_hash": DECLARATIONS,
