@@ -29,6 +29,7 @@ LAYERS = {
     "clean": COMMANDS, "pypi": COMMANDS, "resolve": COMMANDS, "neutral": COMMANDS,
     "share": COMMANDS, "share.publish": COMMANDS, "share.serve": COMMANDS, "share.cache": COMMANDS,
     "share.consumer": COMMANDS, "share.verify": COMMANDS,
+    "bump": COMMANDS, "bump.prove": COMMANDS, "bump.report": COMMANDS,
     # Work: build one package, keep the channel, explain a failure, store a shared channel
     "builder": WORK, "benchlog": WORK, "channel": WORK, "diagnose": WORK, "graph": WORK, "estimates": WORK,
     "share.targets": WORK, "share.store": WORK, "share.s3": WORK, "share.credentials": WORK, "share.lookup": WORK,
