@@ -33,6 +33,7 @@ FETCH, PLAN, SOLVE, CONTRACT = "fetch", "plan", "solve", "contract tests"
 SOURCES_ENV = "ROCM_STACK_SOURCES"  # what tests/test_upstream_contract.py reads its checkouts from
 CONTRACT_TESTS = Path("tests") / "test_upstream_contract.py"
 CONTRACT_TIMEOUT_S = 1800  # a vLLM import closure over 500 modules, on a slow runner
+TAR_ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")  # what the workflow unpacks into a checkout
 SHOWN = 2  # problems named in one detail line; the rest are counted
 
 
@@ -213,13 +214,16 @@ def _one_line(text: str) -> str:
 def checkouts(workspace: Path) -> list[tuple[str, Source]]:
     """(recipe folder, its first source) for every recipe a component of variants/upstreams.yaml builds:
     the contract tests read $ROCM_STACK_SOURCES/<recipe folder> at that source. A source without a
-    checksum (an index page the lock has not pinned yet) has no checkout to make."""
+    checksum, and a file that is not a source archive (AMD's wheels: rocm-sdk's checkout is TheRock), has
+    no checkout to make."""
     upstreams = Upstreams.load(Path(workspace) / "variants")
     pins = read_pins(Path(workspace), upstreams)
     found = []
     for recipe in sorted({c.recipe for c in upstreams.components.values() if c.recipe}):
         source = pins.primary_source(recipe)
-        if source is not None and source.kind in ("git", "url") and source.pin and source.pin != ZERO_SHA256:
+        if source is None or not source.pin or source.pin == ZERO_SHA256:
+            continue
+        if source.kind == "git" or (source.kind == "url" and source.location.endswith(TAR_ARCHIVES)):
             found.append((recipe, source))
     return found
 
