@@ -67,20 +67,24 @@ def test_runs_weekly_and_on_demand_the_bump_the_docs_describe_then_one_pull_requ
 
 @pytest.fixture
 def repo(tmp_path):
-    """A repository with one tracked file, and a stand-in `orchestrate` that exits $BUMP_EXIT after writing
-    the report, and changes the tracked file when $BUMP_MOVES is set."""
-    make_git_repo(tmp_path / "repo", {"shared.yaml": "torch: 2.14\n"})
+    """A repository with a pin file and docs/versions.md, and a stand-in `orchestrate` that exits $BUMP_EXIT
+    after writing the report and the docs' dated list, and moves the pin when $BUMP_MOVES is set."""
+    make_git_repo(tmp_path / "repo", {"shared.yaml": "torch: 2.14\n", "versions.md": "checked on 2026-11-23\n"})
+    (tmp_path / "repo/docs").mkdir()
+    subprocess.run(["git", "mv", "versions.md", "docs/versions.md"], cwd=tmp_path / "repo", check=True, env=GIT_ENV)
+    subprocess.run(["git", "commit", "-qm", "docs"], cwd=tmp_path / "repo", check=True, env=GIT_ENV)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stub = bin_dir / "orchestrate"
     stub.write_text('#!/bin/bash\nwhile [ "$1" != --report ]; do shift; done\necho "# report" > "$2"\n'
+                    'echo "checked on 2026-11-30" > docs/versions.md\n'
                     '[ -n "$BUMP_MOVES" ] && echo "torch: 2.15" > shared.yaml\nexit "$BUMP_EXIT"\n')
     stub.chmod(0o755)
     return tmp_path / "repo", f"{bin_dir}:{os.environ['PATH']}"
 
 
 @pytest.mark.parametrize("code,moves,step_fails,opens,run_fails", [
-    ("0", "", False, "false", False),     # nothing moved: no pull request, green
+    ("0", "", False, "false", False),     # nothing moved (only the docs' date did): no pull request, green
     ("0", "1", False, "true", False),     # moved and proven
     ("3", "1", False, "true", True),      # partial: the pull request with what was decided, then red
     ("3", "", False, "false", True),      # partial and nothing moved: still red, never silently green

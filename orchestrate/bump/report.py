@@ -31,7 +31,7 @@ def markdown(rows: list[dict], proofs: list, *, generated: str, written: bool) -
                  "Nothing was written (run it with `--write` to apply the moves)."), ""]
     if unknown:
         lines += [f"**Partial result:** {_count(unknown, 'pin')} could not be decided (below); nothing of "
-                  "their groups was written.", ""]
+                  f"{'its group' if len(unknown) == 1 else 'their groups'} was written.", ""]
     if failed:
         lines += [f"**Do not merge:** {_count(failed, 'proof')} failed (below).", ""]
     lines += ["## What moves", ""]
