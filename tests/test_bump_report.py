@@ -84,7 +84,7 @@ def test_the_checked_against_upstream_list_is_dated_and_ordered_by_decision():
                                                              "torchaudio"]
     assert items[-1] == ("- torchaudio: [2.11.0](https://pypi.org/project/torchaudio/2.11.0/) is current "
                          "(PyPI torchaudio 2.11.0)")
-    assert "2 move, 2 held, 1 unknown, 1 current" in text
+    assert "2 moving, 2 held, 1 unknown, 1 current" in text
 
 
 def test_rewriting_the_docs_block_is_idempotent_and_keeps_the_rest(tmp_path):

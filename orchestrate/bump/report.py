@@ -68,7 +68,7 @@ def checked_against_upstream(rows: list[dict], date: str) -> str:
     """The dated list docs/versions.md keeps between its markers: one item per pin, moves first, then held,
     unknown and current, each with the reason the bump gave."""
     counts = ", ".join(f"{len(_with(rows, d))} {word}" for d, word in
-                       ((MOVES, "move"), (HELD, "held"), (UNKNOWN, "unknown"), (CURRENT, "current")))
+                       ((MOVES, "moving"), (HELD, "held"), (UNKNOWN, "unknown"), (CURRENT, "current")))
     lines = [f"**Checked against upstream on {date}** by `{BUMP_COMMAND} --docs` ({counts}; generated from "
              "its rows: change the pins or their `hold:` reasons, not this list).", ""]
     for decision in (MOVES, HELD, UNKNOWN, CURRENT):
@@ -103,7 +103,8 @@ def _docs_item(row: dict) -> str:
     if decision == MOVES:
         return f"{name}: {pinned} → {_linked(row.get('to') or '?', row)}{_paren(reason)}"
     if decision == HELD:
-        return f"{name}: held at {pinned}{_group(row)}: {_held_reason(row)}"
+        notes = f" ([newer release]({row['notes_url']}))" if row.get("notes_url") else ""
+        return f"{name}: held at {pinned}{_group(row)}: {_held_reason(row)}{notes}"
     if decision == UNKNOWN:
         return f"{name} ({pinned}): unknown: {reason or 'no reason given'}"
     return f"{name}: {_linked(pinned, row)} is current{_paren(reason)}"
