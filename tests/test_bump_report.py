@@ -2,11 +2,17 @@
 "Checked against upstream" list in docs/versions.md, rewritten in place and only when something changed."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from orchestrate.bump.prove import Proof
-from orchestrate.bump.report import END, START, checked_against_upstream, markdown, write_checked_against_upstream
+from orchestrate.bump.report import (DOCS_FILE, END, START, checked_against_upstream, markdown,
+                                     write_checked_against_upstream)
 from orchestrate.errors import UserError
+
+REPO = Path(__file__).resolve().parent.parent
 
 ROWS = [
     {"name": "vllm", "pinned": "0.33.0", "decision": "moves", "to": "0.34.0", "group": "torch",
@@ -108,3 +114,16 @@ def test_a_page_without_the_markers_is_one_line_naming_them(tmp_path):
     with pytest.raises(UserError, match="has no <!-- checked-against-upstream:start --> .* block: add the two markers"):
         write_checked_against_upstream(page, ROWS, "2026-11-30")
     assert page.read_text() == "# Versions\n"
+
+
+def test_docs_versions_md_has_the_one_block_the_bump_rewrites(tmp_path):
+    """`pins --bump --docs` rewrites docs/versions.md in place: its markers are there once, and a rewrite
+    changes the block and nothing around it."""
+    real = (REPO / DOCS_FILE).read_text()
+    assert real.count(START) == 1 and real.count(END) == 1 and real.index(START) < real.index(END)
+    before, block = real.split(START)[0], real.split(START)[1].split(END)[0]
+    assert re.match(r"\n\*\*Checked against upstream on \d{4}-\d{2}-\d{2}\*\*", block)
+    page = tmp_path / "versions.md"
+    page.write_text(real)
+    assert write_checked_against_upstream(page, ROWS, "2026-11-30") is True
+    assert page.read_text().split(START)[0] == before and page.read_text().split(END)[1] == real.split(END)[1]
