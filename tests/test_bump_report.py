@@ -64,6 +64,9 @@ def test_held_unknown_and_current_rows_say_why(body):
     assert "- **rocm-sdk** (10.1.0): https://stable.repo.amd.com/rocm/whl-next/rocm/ cannot be reached" in body
     assert "**Partial result:** 1 pin could not be decided" in body
     assert "torchaudio 2.11.0." in body
+    newer = dict(ROWS[2], notes_url="https://pypi.org/project/flash-attn/2.8.5/")
+    assert "no longer applies to flash-attn 2.8.5 ([newer release](https://pypi.org/project/flash-attn/2.8.5/))" in (
+        markdown([newer], [], generated="2026-11-30", written=False))
 
 
 def test_what_was_proven_lists_every_proof_and_a_failure_says_do_not_merge(body):

@@ -30,8 +30,8 @@ def markdown(rows: list[dict], proofs: list, *, generated: str, written: bool) -
                  "The moves below are written to the files named in the table." if written else
                  "Nothing was written (run it with `--write` to apply the moves)."), ""]
     if unknown:
-        lines += [f"**Partial result:** {_count(unknown, 'pin')} could not be decided (below); nothing of "
-                  f"{'its group' if len(unknown) == 1 else 'their groups'} was written.", ""]
+        untouched = f"; nothing of {'its group' if len(unknown) == 1 else 'their groups'} was written" if written else ""
+        lines += [f"**Partial result:** {_count(unknown, 'pin')} could not be decided (below){untouched}.", ""]
     if failed:
         lines += [f"**Do not merge:** {_count(failed, 'proof')} failed (below).", ""]
     lines += ["## What moves", ""]
@@ -43,7 +43,7 @@ def markdown(rows: list[dict], proofs: list, *, generated: str, written: bool) -
     else:
         lines.append("Nothing moves.")
     lines += ["", "## Held", ""]
-    lines += [f"- **{r['name']}** stays at {r['pinned']}{_group(r)}: {_held_reason(r)}" for r in held] or ["None."]
+    lines += [f"- **{r['name']}** stays at {r['pinned']}{_group(r)}: {_held_reason(r)}{_newer(r)}" for r in held] or ["None."]
     lines += ["", "## Unknown", ""]
     lines += [f"- **{r['name']}** ({r['pinned']}): {r.get('reason') or 'no reason given'}" for r in unknown] or ["None."]
     lines += ["", "## Current", ""]
@@ -103,8 +103,7 @@ def _docs_item(row: dict) -> str:
     if decision == MOVES:
         return f"{name}: {pinned} → {_linked(row.get('to') or '?', row)}{_paren(reason)}"
     if decision == HELD:
-        notes = f" ([newer release]({row['notes_url']}))" if row.get("notes_url") else ""
-        return f"{name}: held at {pinned}{_group(row)}: {_held_reason(row)}{notes}"
+        return f"{name}: held at {pinned}{_group(row)}: {_held_reason(row)}{_newer(row)}"
     if decision == UNKNOWN:
         return f"{name} ({pinned}): unknown: {reason or 'no reason given'}"
     return f"{name}: {_linked(pinned, row)} is current{_paren(reason)}"
@@ -120,6 +119,11 @@ def _held_reason(row: dict) -> str:
     if hold and hold not in reason:
         return f"held on purpose (`hold: {hold}`)" + (f"; {reason}" if reason else "")
     return reason or "no reason given"
+
+
+def _newer(row: dict) -> str:
+    """A held row's link: the notes of the release it does not move to."""
+    return f" ([newer release]({row['notes_url']}))" if row.get("notes_url") else ""
 
 
 def _group(row: dict) -> str:
