@@ -317,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(handler, args, reporter: Reporter) -> int:
     try:
-        return handler(args, reporter)
+        with stops.armed():
+            return handler(args, reporter)
     except UserError as exc:
         reporter.error(f"error: {exc}")
         return exc.exit_code
