@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -199,13 +200,28 @@ def before_our_code(process: subprocess.Popen, signum: int, err: str) -> bool:
     return process.returncode == -signum or ("KeyboardInterrupt" in err and ", in entry\n" not in err)
 
 
+@contextmanager
+def signals_not_ignored():
+    """A child inherits an ignored signal, and pytest started as a background job ignores SIGINT: a Ctrl-C
+    sent before the child's Python replaced that would be lost (the build goes on), which is not ours."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum, handler in saved.items():
+        if handler == signal.SIG_IGN:
+            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
 @pytest.mark.parametrize("command", ["build-all", "plan"])
 def test_a_stop_in_the_first_half_second_is_one_line(tmp_path, command):
     from stack import make_workspace
 
     tries = [(make_workspace(tmp_path / str(n)), signum, offset)
              for n, (offset, signum) in enumerate((o, s) for o in EARLY_OFFSETS_S for s in (signal.SIGINT, signal.SIGTERM))]
-    with ThreadPoolExecutor(AT_ONCE) as pool:
+    with signals_not_ignored(), ThreadPoolExecutor(AT_ONCE) as pool:
         results = list(pool.map(lambda t: stop_after(t[0], command, t[1], t[2]), tries))
     early = 0
     for (workspace, signum, offset), (process, out, err) in zip(tries, results):
