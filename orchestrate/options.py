@@ -147,18 +147,21 @@ def days(text: str) -> float:
     return value
 
 
-def location(*schemes: str):
+def location(*schemes: str, folders: bool = True):
     """A checker for a place given as a URL with one of `schemes`, or as a folder (which may not exist
-    yet, but is not a file). With no scheme, a folder only, as a Path. A colon before the first slash
-    without `://` ('::::', 'https:/host', 'host:8000/x') is a URL written wrong, not a folder."""
+    yet, but is not a file) unless `folders` is False. With no scheme, a folder only, as a Path. A colon
+    before the first slash without `://` ('::::', 'https:/host', 'host:8000/x') is a URL written wrong."""
     def check(text: str):
         url = URL.fullmatch(text)
         if url and url[1].lower() in schemes:
             return text
-        wanted = f"a URL ({', '.join(s + '://' for s in schemes)}) or a folder" if schemes else "a folder"
+        urls = f"a URL ({', '.join(s + '://' for s in schemes)})"
+        wanted = f"{urls} or a folder" if schemes and folders else urls if schemes else "a folder"
         if url:
             why = f": {url[1]}:// is not taken here" if schemes else " is a URL"
             raise argparse.ArgumentTypeError(f"{text!r}{why}: pass {wanted}")
+        if not folders:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a URL: pass {wanted}")
         path = Path(text).expanduser()
         if not text or (":" in text.split("/")[0] and not path.is_dir()):
             raise argparse.ArgumentTypeError(f"{text!r} is neither a folder nor a URL: pass {wanted}")

@@ -157,6 +157,8 @@ BAD_ARGUMENTS = {
     "verify source without //": (["verify", "--from", "https:/host/stack"], "'https:/host/stack'"),
     "cache channel host without scheme": (["build-all", "--arch", "gfx1151", "--cache-channel", "cache:8000/stack"],
                                           "'cache:8000/stack'"),
+    "S3 endpoint without scheme": (["verify", "--from", "s3://team/stack", "--s3-endpoint-url", "minio:9000"],
+                                   "'minio:9000'"),
     "local channel given a URL": (["build-all", "--arch", "gfx1151", "--channel", "https://host/stack"],
                                   "'https://host/stack'"),
     "workspace that is a file": (["plan", "--workspace", "a-file"], "'a-file'"),
@@ -192,3 +194,9 @@ def test_a_job_count_below_one_in_orchestrate_toml(orchestrate, workspace):
     with open(workspace / "orchestrate.toml", "a") as config:
         config.write("max_jobs = 0\n")
     assert_one_line_error(orchestrate("plan", "--arch", "gfx1151"), "max_jobs = 0", "max_jobs = 4")
+
+
+def test_an_s3_endpoint_without_scheme_from_the_environment(orchestrate, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "minio:9000")
+    assert_one_line_error(orchestrate("verify", "--from", "s3://team/stack"), "'minio:9000'", "$AWS_ENDPOINT_URL",
+                          "http://")

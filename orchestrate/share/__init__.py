@@ -45,7 +45,7 @@ def _run_serve(args, reporter) -> int:
 
 
 def _s3_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--s3-endpoint-url", metavar="URL",
+    parser.add_argument("--s3-endpoint-url", metavar="URL", type=location("http", "https", folders=False),
                         help="S3-compatible endpoint, e.g. http://minio:9000 (default: [s3-options.<bucket>] in "
                              "orchestrate.toml, else $AWS_ENDPOINT_URL, else AWS)")
     parser.add_argument("--s3-region", help="region (default: orchestrate.toml, $AWS_REGION, else us-east-1)")
