@@ -13,7 +13,8 @@ from .architectures import ArchitectureTable, stale_variant_files, write_variant
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
-from .options import ARCH_ENV, DEFAULT_CHANNEL, Options, count, days, find_workspace, folder, options_from_args
+from .options import (ARCH_ENV, DEFAULT_CHANNEL, Options, count, days, existing_folder, find_workspace, folder,
+                      options_from_args)
 from .share import COMMANDS as SHARE_COMMANDS
 from .share import shared_channel
 from .sources import SourceCache
@@ -28,7 +29,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
-    parser.add_argument("--workspace", type=folder, help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--workspace", type=existing_folder,
+                        help="folder with recipes/ and variants/ (default: found from here)")
     parser.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
     parser.add_argument("--arch", help=f"GPU architecture, e.g. gfx1151 (default: ${ARCH_ENV}, else detected)")
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
@@ -88,10 +90,10 @@ def make_parser() -> argparse.ArgumentParser:
         listing = sub.add_parser(name, help="what the channel holds, per architecture")
         _common(listing)
     variants = sub.add_parser("variants", help="check or regenerate variants/<arch>.yaml from the table")
-    variants.add_argument("--workspace", type=folder)
+    variants.add_argument("--workspace", type=existing_folder)
     variants.add_argument("--write", action="store_true", help="rewrite the generated variant files")
     detect = sub.add_parser("detect", help="print this machine's AMD GPU architecture")
-    detect.add_argument("--workspace", type=folder)
+    detect.add_argument("--workspace", type=existing_folder)
     doctor_parser = sub.add_parser("doctor", help="is this machine ready to build and run the stack? one line per check")
     _common(doctor_parser)
     doctor.add_arguments(doctor_parser)

@@ -174,6 +174,14 @@ def location(*schemes: str, folders: bool = True):
 folder = location()
 
 
+def existing_folder(text: str) -> Path:
+    """A folder that must be there already (--workspace)."""
+    path = folder(text)
+    if not path.expanduser().is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist: pass a folder that does")
+    return path
+
+
 def load_config(workspace: Path) -> dict:
     path = workspace / CONFIG_FILE
     if not path.exists():

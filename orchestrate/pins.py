@@ -26,7 +26,7 @@ from . import prebuilt as amd
 from . import web
 from .architectures import ArchitectureTable
 from .errors import UserError
-from .options import ARCH_ENV, Options, find_workspace, folder, seconds
+from .options import ARCH_ENV, Options, existing_folder, find_workspace, seconds
 from .sources import Source
 from .ui import Reporter
 from .yaml_files import read_mapping
@@ -68,7 +68,8 @@ class Lookup:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=folder, help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--workspace", type=existing_folder,
+                        help="folder with recipes/ and variants/ (default: found from here)")
     parser.add_argument("--arch", help=f"architecture whose rendered sources to show (default: ${ARCH_ENV}, else the "
                                        "table's first; only rocm-sdk's tarball differs between architectures)")
     parser.add_argument("--pypi-url", help=f"PyPI JSON API base (default: ${PYPI_URL_ENV}, else {DEFAULT_PYPI_URL})")

@@ -162,6 +162,7 @@ BAD_ARGUMENTS = {
     "local channel given a URL": (["build-all", "--arch", "gfx1151", "--channel", "https://host/stack"],
                                   "'https://host/stack'"),
     "workspace that is a file": (["plan", "--workspace", "a-file"], "'a-file'"),
+    "workspace that does not exist": (["pins", "--workspace", "no-such-folder"], "'no-such-folder'"),
     "source cache that is a file": (["fetch", "--source-cache", "a-file"], "'a-file'"),
     "negative age": (["clean", "--superseded", "-1"], "'-1'"),
     "age not a number": (["clean", "--superseded", "nan"], "'nan'"),

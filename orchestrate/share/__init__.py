@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
-from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, find_workspace, folder, load_config, location, options_from_args,
-                       port)
+from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, existing_folder, find_workspace, folder, load_config, location,
+                       options_from_args, port)
 
 
 def shared_channel(text: str) -> str:
@@ -24,7 +24,8 @@ def _options(args: argparse.Namespace):
 
 
 def _local_channel_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=folder, help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--workspace", type=existing_folder,
+                        help="folder with recipes/ and variants/ (default: found from here)")
     parser.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines only")
 
@@ -79,7 +80,7 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--channel", required=True, metavar="URL", type=location(*CHANNEL_SCHEMES),
                         help="the shared channel teammates install from (http(s)://, s3://, file://, a path)")
     parser.add_argument("--arch", help="pin the GPU-specific packages to this architecture's builds")
-    parser.add_argument("--workspace", type=folder, help="workspace whose architecture table to use")
+    parser.add_argument("--workspace", type=existing_folder, help="workspace whose architecture table to use")
     parser.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
     parser.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
     parser.add_argument("--force", action="store_true", help="replace an existing --output file")
@@ -109,7 +110,8 @@ def _run_consumer(args, reporter) -> int:
 
 
 def _verify_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=folder, help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--workspace", type=existing_folder,
+                        help="folder with recipes/ and variants/ (default: found from here)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
     where.add_argument("--from", dest="source", metavar="URL", type=shared_channel,
