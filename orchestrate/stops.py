@@ -34,6 +34,7 @@ import os
 import signal
 import struct
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -202,8 +203,8 @@ def _on_signal(signum: int, frame) -> None:
     if _state.mode == AT_ONCE:
         exit_now(_state.signum, BEFORE_START)
     elif _state.mode == RAISE and _state.zone is None and not _state.raised and not _state.reported:
-        if frame is not None and frame.f_code is _on_unraisable.__code__:
-            _thread.interrupt_main(signum)  # raised here it would be printed, not raised: once the hook returned
+        if _inside(frame, _on_unraisable.__code__):  # raised here, it would be printed and lost
+            _raise_again_soon(signum)
             return
         _state.raised = True
         raise Stopped(_state.signum)
@@ -211,12 +212,28 @@ def _on_signal(signum: int, frame) -> None:
 
 def _on_unraisable(unraisable) -> None:
     """A Stopped that Python swallowed (raised inside an import lock's weakref callback, a __del__, the gc):
-    raise it again at the next instruction where it can propagate, instead of printing its traceback."""
+    raise it again once the main thread is back in code where it propagates, instead of printing it."""
     if isinstance(unraisable.exc_value, Stopped):
         _state.raised = False
-        _thread.interrupt_main(unraisable.exc_value.signum)
+        _raise_again_soon(unraisable.exc_value.signum)
         return
     (_previous_unraisable_hook or sys.__unraisablehook__)(unraisable)
+
+
+def _raise_again_soon(signum: int) -> None:
+    """Run the handler again in a moment: from another thread, because a handler asked for from this one
+    runs at its next instruction, still inside the hook."""
+    timer = threading.Timer(0.01, _thread.interrupt_main, (signum,))
+    timer.daemon = True
+    timer.start()
+
+
+def _inside(frame, code) -> bool:
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _rest_of_line() -> str:

@@ -236,3 +236,33 @@ def test_a_stop_in_the_first_half_second_is_one_line(tmp_path, command):
             assert "Traceback" not in out, f"{moment}\n{out}"
             assert_stopped_cleanly(process, workspace, signum, err)
     assert early <= len(tries) // 2, f"{early} of {len(tries)} stops came before our code ran: the test proved little"
+
+
+def test_a_stop_that_python_swallows_is_raised_again_not_printed(capsys):
+    """Raised inside a weakref callback (an import lock's, during a lazy import), Stopped would be printed
+    as "Exception ignored in ..." and lost: the command would go on."""
+    import weakref
+
+    from orchestrate import stops
+
+    class Thing:
+        pass
+
+    def stop_inside_the_callback(_):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10):  # the handler runs at one of these instructions, inside the callback
+            pass
+
+    assert stops.install()
+    try:
+        with pytest.raises(stops.Stopped), stops.armed():
+            thing = Thing()
+            reference = weakref.ref(thing, stop_inside_the_callback)
+            del thing
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                pass
+    finally:
+        stops.uninstall()
+    assert reference() is None
+    assert "Exception ignored" not in capsys.readouterr().err
