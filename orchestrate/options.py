@@ -175,10 +175,10 @@ folder = location()
 
 
 def existing_folder(text: str) -> Path:
-    """A folder that must be there already (--workspace)."""
+    """The workspace: a folder that is there already."""
     path = folder(text)
     if not path.expanduser().is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} does not exist: pass a folder that does")
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist: pass the folder with recipes/ and variants/")
     return path
 
 
