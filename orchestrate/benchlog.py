@@ -42,16 +42,26 @@ def collect(log_path: Path, package: str) -> Path | None:
     return kept
 
 
+def architecture_of(document: dict) -> str | None:
+    """The architecture a benchmark document ran on (the one it was told to expect, else the one it found)."""
+    try:
+        return document.get("expect_arch") or document["platform"]["arch"] or None
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
 def latest_per_architecture(logs_dir: Path) -> dict[str, dict]:
     """Architecture -> its newest kept benchmark document (by the time the benchmark ran)."""
     latest: dict[str, dict] = {}
     for path in sorted(logs_dir.glob(f"*{SUFFIX}")) if logs_dir.is_dir() else []:
         try:
             document = json.loads(path.read_text())
-            arch = document.get("expect_arch") or document["platform"]["arch"]
+            arch = architecture_of(document)
             created = document["created"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue  # a file someone edited or cut short: not a result
+        if not arch:
+            continue
         if arch not in latest or created > latest[arch]["created"]:
             latest[arch] = document
     return latest

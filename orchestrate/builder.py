@@ -38,6 +38,7 @@ class BuildOutcome:
     log_tail: list[str] = field(default_factory=list)
     work: Path | None = None
     disk_peak_bytes: int = 0  # how far free space on the work area's disk fell during the build
+    bench: Path | None = None  # the recipe test's quick benchmark, kept beside the log (benchlog)
 
 
 class _LogSink:
@@ -108,7 +109,7 @@ def build_output(
     with writing("the build log", log_path), log_file:
         outcome = _build_logged(output, config, options, channel, arch, on_step, log_file, log_path)
     with writing("the benchmark results beside", log_path):
-        benchlog.collect(log_path, output.name)  # the recipe test's quick benchmark, when a GPU ran it
+        outcome.bench = benchlog.collect(log_path, output.name)  # the recipe test's quick benchmark, when a GPU ran it
     return outcome
 
 

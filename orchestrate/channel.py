@@ -327,6 +327,8 @@ class Channel:
             folder = self.path / subdir
             candidates += sorted(folder.glob(".*.incoming")) if folder.is_dir() else []
         candidates += sorted(self.path.glob(".write-probe-*"))
+        # the channel page and the benchmark results, written by a rename as packages are (share/bench.py)
+        candidates += sorted(self.path.glob(".*.incoming")) + sorted(self.path.glob("bench/*/.*.incoming"))
         candidates += sorted((self.path / SUPERSEDED).glob("*/*/.*.partial")) if (self.path / SUPERSEDED).is_dir() else []
         for path in candidates:
             if path.is_dir() and not path.is_symlink():

@@ -8,17 +8,20 @@ import signal
 import sys
 from pathlib import Path
 
-from . import benchlog, clean, doctor, fetch, pins, pypi, resolve, runner, stops
+from . import benchlog, bump, clean, doctor, fetch, lint, pins, pypi, resolve, runner, stops
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
 from .options import (ARCH_ENV, DEFAULT_CHANNEL, Options, count, days, existing_folder, find_workspace, folder,
                       options_from_args)
-from .share import COMMANDS as SHARE_COMMANDS
+from .share import COMMANDS as SHARING
 from .share import shared_channel
+from .share.page.command import COMMAND as PAGE
 from .sources import SourceCache
 from .ui import Reporter, format_duration
+
+SHARE_COMMANDS = [*SHARING, PAGE]
 
 
 class Parser(argparse.ArgumentParser):
@@ -97,8 +100,11 @@ def make_parser() -> argparse.ArgumentParser:
     doctor_parser = sub.add_parser("doctor", help="is this machine ready to build and run the stack? one line per check")
     _common(doctor_parser)
     doctor.add_arguments(doctor_parser)
-    pins.add_arguments(sub.add_parser("pins", help="each pin beside upstream's newest release, and the pins that move together"))
+    pins_parser = sub.add_parser("pins", help="each pin beside upstream's newest release, and the pins that move together")
+    pins.add_arguments(pins_parser)
+    bump.add_arguments(pins_parser)
     pypi.add_arguments(sub.add_parser("pypi", help="PyPI-only dependencies repackaged as conda packages (variants/pypi.yaml)"))
+    lint.add_arguments(sub.add_parser("lint", help="check every recipe against the conda-smithy rules that fit a private channel"))
     for name, help_text, add_arguments, _ in SHARE_COMMANDS:
         extra = sub.add_parser(name, help=help_text)
         add_arguments(extra)
@@ -187,11 +193,21 @@ def cmd_build(args, reporter: Reporter) -> int:
         caches = _caches(options)
         with clean.work_area(options):
             steps = runner.execute(plan, options, reporter, caches)
+        _write_page(channel, options, reporter, recovery.changed or any(s.state in (runner.BUILT, runner.CACHED)
+                                                                         for s in steps))
     finally:
         channel.unlock()
     runner.summarize(steps, reporter, plan.arch.name)
     runner.raise_if_failed(steps)
     return 0
+
+
+def _write_page(channel: Channel, options: Options, reporter: Reporter, changed: bool) -> None:
+    """The local channel's page, under its lock, when the channel changed (or has none yet)."""
+    from .share.channel_page import PAGE_FILES, write_local_page
+
+    if channel.is_channel() and (changed or not all((channel.path / name).is_file() for name in PAGE_FILES)):
+        write_local_page(channel.path, options.variants_dir, reporter.error)
 
 
 def _caches(options: Options) -> list:
@@ -299,6 +315,10 @@ def cmd_variants(args, reporter: Reporter) -> int:
     return 1 if stale else 0
 
 
+def cmd_pins(args, reporter: Reporter) -> int:
+    return bump.run(args, reporter) if bump.wanted(args) else pins.run(args, reporter)
+
+
 def cmd_detect(args, reporter: Reporter) -> int:
     found = os.environ.get(ARCH_ENV) or detect_gpu_arch()
     if not found:
@@ -308,8 +328,8 @@ def cmd_detect(args, reporter: Reporter) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "build-all": cmd_build, "build": cmd_build, "fetch": cmd_fetch, "clean": cmd_clean,
-            "list": cmd_list, "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect, "pins": pins.run, "pypi": pypi.run,
-            "doctor": doctor.run}
+            "list": cmd_list, "status": cmd_list, "variants": cmd_variants, "detect": cmd_detect, "pins": cmd_pins, "pypi": pypi.run,
+            "doctor": doctor.run, "lint": lint.run}
 
 
 def main(argv: list[str] | None = None) -> int:

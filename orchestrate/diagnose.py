@@ -34,6 +34,7 @@ SCRIPT_STATUS = re.compile(r"Script failed with status (\d+)")
 KILLED = re.compile(r"Killed signal terminated program (\S+)|unable to execute command: Killed|"
                     r"^\S+: line \d+: +\d+ Killed +(.+)$|\bsignal: 9\b|\(signal 9\)")
 COMPILER_ERROR = re.compile(r"(?:^|: )(?:fatal )?error: |^CMake Error|^ERROR: ")
+NO_LICENSE_FILES = "No license files were copied"  # rattler-build 0.73, when about.license_file matches nothing
 LOW_SPACE_BYTES = 16 << 20  # a script that "failed to execute" with less free than this: the disk is full
 LAST_LINES = 2  # of a failed script's output, when no line says `error:`
 FIX_SOURCE = ("check the network or a proxy (HTTPS_PROXY), or run `orchestrate fetch` where it can be reached "
@@ -58,6 +59,9 @@ def explain(error: str, log: Sequence[str], package: str = "", source_channels: 
     if "Test failed" in text or "test failed" in text.lower():
         # The test environment is solved too, and a channel that cannot be reached then fails "the tests".
         return _solve_problem(log, package, source_channels, channels_only=True) or "the recipe's tests failed"
+    if NO_LICENSE_FILES in error:
+        return (f"no license file was found for {package or 'the package'} (about.license_file matched nothing; a "
+                "wheel's come from its dist-info): put the license text beside the recipe and name it in about.license_file")
     found = script_problem(log, max_jobs)
     if found:
         return found

@@ -21,15 +21,16 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
-from . import detect, runner, web
+from . import detect, glibc, runner, web
 from .architectures import (ARCH_OVERRIDE_ENV, FLASH_ATTN_BACKENDS, GPU_OVERRIDE_ENV, GPU_OVERRIDE_ON, Architecture,
-                            ArchitectureTable, override_hint)
+                            SHARED_VARIANTS_FILE, ArchitectureTable, override_hint)
 from .channels import FIX_CHANNEL, base_url, local_folder
 from .diagnose import FIX_SOURCE
 from .errors import UserError
 from .estimates import existing_parent
 from .options import ARCH_ENV, GIB_PER_JOB, Options, default_max_jobs, options_from_args
 from .ui import GIB, format_bytes
+from .yaml_files import read_mapping
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SCHEMA = "orchestrate/doctor/1"
@@ -124,6 +125,7 @@ def run_doctor(options: Options, machine: Machine | None = None, probe: Probe | 
             plan = runner.make_plan(dataclasses.replace(options, arch=arch.name))
         except UserError as exc:
             checks.append(Check("plan", FAIL, str(exc), "fix what the message names (`orchestrate plan` shows it too)"))
+    checks.append(glibc_check(glibc.machine_glibc(), *stack_glibc(options, plan)))
     if plan:
         builds = sum(1 for s in plan.steps if s.state == runner.BUILD)
         checks.append(disk_check(runner.plan_disk_needs(plan, options), disk_folders(options), builds))
@@ -365,6 +367,30 @@ def pixi_check(isa: str | None) -> Check:
     return Check("pixi", WARN, f"pixi {version} does not know __amdgpu_arch: from a channel with several "
                  "architectures it may install another GPU's build",
                  "update pixi, or pin builds: `pixi add \"pytorch * *gfx1151*\"` (your architecture)")
+
+
+def stack_glibc(options: Options, plan: runner.Plan | None) -> tuple[str, str]:
+    """The newest glibc any package of the stack requires, and where that bound comes from."""
+    shared = options.variants_dir / SHARED_VARIANTS_FILE
+    best = (glibc.stack_bound(read_mapping(shared)) if shared.is_file() else "", f"variants/shared.yaml {glibc.STACK_BOUND_KEY}")
+    for step in plan.steps if plan else []:
+        for spec in (step.output.rendered.get("requirements") or {}).get("run") or []:
+            found = re.fullmatch(r"__glibc >=([\d.]+)", str(spec))
+            if found and (not best[0] or glibc.older(best[0], found.group(1))):
+                best = (found.group(1), f"{step.output.name}'s wheel")
+    return best
+
+
+def glibc_check(found: str | None, bound: str, source: str) -> Check:
+    if not bound:
+        return Check("glibc", OK, f"glibc {found or 'unknown'}; the stack declares no bound ({source} is not set)")
+    if found is None:
+        return Check("glibc", WARN, f"this machine's C library is not glibc or cannot be read; the stack needs glibc "
+                     f">={bound} ({source})", "run the stack on a glibc Linux (or in a container with one)")
+    if glibc.older(found, bound):
+        return Check("glibc", FAIL, f"glibc {found} is older than the {bound} the stack needs ({source}): packages will "
+                     f"not install here", f"use a system with glibc >={bound} (RHEL 8, Debian 10, Ubuntu 20.04 or newer) or a container with one")
+    return Check("glibc", OK, f"glibc {found}, the stack needs >={bound} ({source})")
 
 
 def override_check(value: str | None, gpu_switch: str | None, here: Architecture | None, arch: Architecture | None,

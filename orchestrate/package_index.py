@@ -6,7 +6,10 @@ x86_64 and one Python, and which versions exist. `orchestrate pins --lock` pins 
 from __future__ import annotations
 
 import json
+import re
+import struct
 import urllib.parse
+import zlib
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
@@ -16,6 +19,9 @@ from packaging.version import InvalidVersion, Version
 from . import web
 
 DEFAULT_TIMEOUT = 20.0
+TAIL_BYTES = 65536  # one range request holds the end-of-central-directory and, mostly, the whole directory
+EOCD, CENTRAL_ENTRY = b"PK\x05\x06", b"PK\x01\x02"
+METADATA_MEMBER = re.compile(r"^[^/]+\.dist-info/METADATA$")
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{PEP691_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 
@@ -110,6 +116,57 @@ def versions_of(files: list[IndexFile], project: str) -> list[Version]:
         if name == canonicalize_name(project):
             found.add(version)
     return sorted(found)
+
+
+def remote_wheel_metadata(url: str, timeout: float) -> str:
+    """A wheel's .dist-info/METADATA read with HTTP range requests, where the index serves no PEP 658 file
+    (PyPI's JSON API lists none for vLLM): the end of the file (the zip's end-of-central-directory and,
+    mostly, the directory), the directory if it starts earlier, then the one member. A server that ignores
+    Range answers the whole file, which works too. Unreachable or LookupError as web.get raises them."""
+    tail, tail_start = _range(url, f"bytes=-{TAIL_BYTES}", timeout)
+    at = tail.rfind(EOCD)
+    if at < 0 or len(tail) < at + 22:
+        raise LookupError(f"{url}: no zip end-of-central-directory in its last {TAIL_BYTES} bytes (not a wheel?)")
+    cd_size, cd_offset = struct.unpack("<II", tail[at + 12:at + 20])
+    if cd_offset >= tail_start:
+        directory = tail[cd_offset - tail_start:cd_offset - tail_start + cd_size]
+    else:
+        body, start = _range(url, f"bytes={cd_offset}-{cd_offset + cd_size - 1}", timeout)
+        directory = body[cd_offset - start:cd_offset - start + cd_size]
+    position = 0
+    while directory.startswith(CENTRAL_ENTRY, position):
+        (method, compressed, name_len, extra_len, comment_len, local_offset) = (
+            struct.unpack("<H", directory[position + 10:position + 12])[0],
+            struct.unpack("<I", directory[position + 20:position + 24])[0],
+            *struct.unpack("<HHH", directory[position + 28:position + 34]),
+            struct.unpack("<I", directory[position + 42:position + 46])[0])
+        name = directory[position + 46:position + 46 + name_len].decode("utf-8", "replace")
+        position += 46 + name_len + extra_len + comment_len
+        if not METADATA_MEMBER.match(name):
+            continue
+        # the local header's name and extra fields may differ in length from the directory's: read it first
+        body, start = _range(url, f"bytes={local_offset}-{local_offset + 30 + name_len + extra_len + 1024 + compressed}",
+                              timeout)
+        chunk = body[local_offset - start:]
+        local_name_len, local_extra_len = struct.unpack("<HH", chunk[26:30])
+        start = 30 + local_name_len + local_extra_len
+        data = chunk[start:start + compressed]
+        if method == 8:
+            data = zlib.decompressobj(-15).decompress(data)
+        elif method != 0:
+            raise LookupError(f"{url}: METADATA is compressed with zip method {method}, which is not read here")
+        return data.decode("utf-8", "replace")
+    raise LookupError(f"{url}: the wheel's zip directory names no .dist-info/METADATA")
+
+
+def _range(url: str, byte_range: str, timeout: float) -> tuple[bytes, int]:
+    """(bytes, the file offset they start at) of a range request; a server that ignores Range answers the
+    whole file (offset 0)."""
+    with web.opened(url, timeout, headers={"Range": byte_range}) as response:
+        body = response.read()
+        partial = re.match(r"bytes (\d+)-\d+/", response.headers.get("Content-Range", ""))
+        whole = response.status != 206
+    return body, 0 if whole or not partial else int(partial.group(1))
 
 
 def with_slash(url: str) -> str:

@@ -27,7 +27,7 @@ from . import web
 from .architectures import ArchitectureTable
 from .errors import UserError
 from .options import ARCH_ENV, Options, existing_folder, find_workspace, seconds
-from .sources import Source
+from .sources import ZERO_SHA256, Source
 from .ui import Reporter
 from .yaml_files import read_mapping
 from .web import DEFAULT_PYPI_URL, PYPI_URL_ENV, Unreachable
@@ -155,7 +155,8 @@ def amd_index_rows(workspace: Path, pins: Pins, timeout: float) -> list[dict]:
     if prebuilt is None:
         return []
     rocm_pin = pins.versions.get("rocm_sdk_version", "")
-    torch_pin = pins.versions.get("pytorch_version", "")
+    # AMD's index serves the prebuilt path's torch; the source path's pin is another release
+    torch_pin = pins.versions.get("prebuilt_pytorch_version") or pins.versions.get("pytorch_version", "")
     index = os.environ.get(AMD_INDEX_ENV) or prebuilt.index
     rows = []
     for label, project, pinned, line in (
@@ -239,16 +240,19 @@ def _pypi(source: ReleaseSource, pinned: str, pypi_url: str, timeout: float) -> 
 
 
 def _requires(files: list[dict] | None, json_url: str, timeout: float) -> tuple[list[str], str] | None:
-    """Requires-Dist of a Linux x86_64 wheel of the release, from its metadata file (PEP 658) where the index
-    serves one. The JSON API's `requires_dist` is one answer per release, and an index can get it wrong (one
-    answered torch==2.13.0 for vLLM 0.33.0, whose sdist requires torch==2.14.0)."""
-    wheels = [f for f in files or [] if str(f.get("filename", "")).endswith(".whl") and not f.get("yanked")
-              and (f.get("core-metadata") or f.get("data-dist-info-metadata"))]
+    """Requires-Dist of a Linux x86_64 wheel of the release, from its own METADATA: the metadata file (PEP 658)
+    where the index serves one, else range requests on the wheel's zip directory. The JSON API's
+    `requires_dist` is one answer per release, and an index gets it wrong (PyPI answers torch==2.13.0 for
+    vLLM 0.33.0, whose wheel METADATA, sdist and CMakeLists.txt say torch==2.14.0)."""
+    wheels = [f for f in files or [] if str(f.get("filename", "")).endswith(".whl") and not f.get("yanked")]
     wheels.sort(key=lambda f: ("x86_64" not in f["filename"] or "linux" not in f["filename"], f["filename"]))
     for wheel in wheels[:1]:
-        metadata_url = urllib.parse.urljoin(json_url, str(wheel.get("url", ""))) + ".metadata"
+        wheel_url = urllib.parse.urljoin(json_url, str(wheel.get("url", "")))
         try:
-            text = web.get(metadata_url, timeout).body.decode("utf-8", "replace")
+            if wheel.get("core-metadata") or wheel.get("data-dist-info-metadata"):
+                text = web.get(wheel_url + ".metadata", timeout).body.decode("utf-8", "replace")
+            else:
+                text = package_index.remote_wheel_metadata(wheel_url, timeout)
         except (Unreachable, LookupError):
             return None
         return email.parser.Parser().parsestr(text, headersonly=True).get_all("Requires-Dist") or [], \
@@ -456,5 +460,7 @@ def _source_text(source: dict | None) -> str:
         repo = source["git"].removesuffix(".git").rstrip("/").split("/")
         return f"{'/'.join(repo[-2:])}@{source['rev'][:8]}"
     if "url" in source:
+        if source["sha256"] in ("", ZERO_SHA256):  # the placeholder an artifact the lock does not pin renders to
+            return f"{source['url']} (not locked: `{amd.LOCK_COMMAND}`)"
         return f"{source['url'].rsplit('/', 1)[-1]} sha256:{source['sha256'][:8]}"
     return source.get("path") or "-"

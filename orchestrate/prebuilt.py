@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from packaging.version import Version
 
-from . import web
+from . import glibc, web
 from .architectures import Architecture
 from .errors import UserError
 from .yaml_files import read_mapping
@@ -29,7 +29,7 @@ LOCK_COMMAND = "orchestrate pins --lock"
 PYTORCH_FROM = "pytorch_from"
 PREBUILT, SOURCE = "prebuilt", "source"
 MI100_FA_FLAG = "aotriton_mi100_fa"
-URL_SUFFIX, SHA256_SUFFIX = "_url", "_sha256"
+URL_SUFFIX, SHA256_SUFFIX, GLIBC_SUFFIX = "_url", "_sha256", "_glibc"
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 # Where a plan row says its package comes from.
 ORIGIN_PREBUILT_WHEEL, ORIGIN_PREBUILT_ARCHIVE = "prebuilt wheel", "prebuilt archive"
@@ -144,7 +144,8 @@ class Prebuilt:
 
     def variant_keys(self, values: dict[str, Any], arch: str) -> dict[str, str]:
         """`KEY_url` and `KEY_sha256` for every declared artifact: the locked file, or the project page and
-        "" where the lock pins none (the runner then refuses to download it)."""
+        "" where the lock pins none (the runner then refuses to download it); and `KEY_glibc`, the glibc its
+        package requires at run time: the locked file's manylinux tag, else the stack's bound (glibc.py)."""
         keys = {}
         for artifact in self.applicable(values):
             found = self.entry(artifact, values, arch)
@@ -153,6 +154,11 @@ class Prebuilt:
             else:
                 keys[artifact.key + URL_SUFFIX] = self.project_page(artifact, values, arch)
                 keys[artifact.key + SHA256_SUFFIX] = ""
+            floor = glibc.floor_or_bound(found.file if isinstance(found, Locked) else "", values)
+            if not floor:
+                raise UserError(f"{self.path}: {artifact.key} carries no manylinux tag and variants/shared.yaml sets no "
+                                f"{glibc.STACK_BOUND_KEY}: set it to the glibc AMD builds against")
+            keys[artifact.key + GLIBC_SUFFIX] = floor
         return keys
 
     def applicable(self, values: dict[str, Any]) -> list[Artifact]:

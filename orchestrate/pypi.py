@@ -21,11 +21,11 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import web
+from . import glibc, web
 from .architectures import SHARED_VARIANTS_FILE
 from .errors import UserError
 from .options import existing_folder, find_workspace, seconds
-from .pypi_table import SHA256, Table, load_table
+from .pypi_table import SHA256, Entry, Table, load_table
 from .yaml_files import read_mapping
 
 PYPI_FILES_HOST = "https://files.pythonhosted.org"
@@ -188,38 +188,26 @@ def run(args, reporter) -> int:
     if actual != expected:
         raise UserError(f"sha256 mismatch for {url}: expected {expected} (PyPI JSON), actual {actual}: "
                         "do not pin it; try again or report it to the index")
-    try:
-        metadata, imports = wheel_metadata(wheel)
-    except (LookupError, zipfile.BadZipFile) as exc:
-        raise UserError(f"{chosen['filename']} is not a usable wheel ({exc}): write a recipe for it under recipes/")
     conda = args.conda_name or (table.entries[_existing(table, name)].name if _existing(table, name) else table.conda_name(name))
     previous = table.entries.get(conda)
-    depends = conda_depends(metadata.get_all("Requires-Dist") or [], metadata.get("Requires-Python") or "",
-                            noarch, python, table)
-    entry = {
-        "pypi": name,
-        "version": label,
-        "file": chosen["filename"],
-        "url": canonical_url(url),
-        "sha256": expected,
-        "noarch": noarch,
-        "depends": depends,
-        # what the recipe's test imports: the wheel's top-level modules on first add; an entry's own list
-        # (edited, or [] where importing needs a GPU) is kept on refresh
-        "imports": list(previous.imports) if previous else imports,
-        "summary": str(metadata.get("Summary") or "").strip(),
-        "license": spdx_license(metadata),
-        "evidence": f"sha256 from PyPI JSON ({json_url}), checked against the download, read {datetime.date.today()}",
-    }
-    if previous and previous.conflicts:
-        entry["conflicts"] = list(previous.conflicts)  # a judgement of ours, not PyPI's: kept on refresh
+    try:
+        entry = entry_for(name, label, chosen["filename"], url, expected, wheel, noarch, previous, python, table,
+                          f"sha256 from PyPI JSON ({json_url}), checked against the download, read {datetime.date.today()}")
+    except (LookupError, zipfile.BadZipFile) as exc:
+        raise UserError(f"{chosen['filename']} is not a usable wheel ({exc}): write a recipe for it under recipes/")
+    depends = entry["depends"]
     version_key = args.version_key or (previous.version_key if previous else "")
     if version_key:
         entry["version_key"] = version_key
     write_entry(table.path, conda, {k: v for k, v in entry.items() if v != "" or k in ("depends", "imports")})
-    kind = "noarch: python" if noarch else f"linux-64, Python {python}"
+    floor = glibc.wheel_floor(chosen["filename"])
+    kind = "noarch: python" if noarch else f"linux-64, Python {python}, " + (
+        f"glibc >={floor} (its manylinux tag)" if floor else f"glibc >= variants/shared.yaml {glibc.STACK_BOUND_KEY}")
     reporter.line(f"{'refreshed' if previous else 'added'} {conda} {label} ({chosen['filename']}, {kind}) in "
                   f"{table.path}: depends on {', '.join(depends) or 'nothing'}")
+    if not entry["license"]:
+        reporter.line(f"{name} {label}'s metadata names no SPDX license: set `license:` of {conda} in {table.path} "
+                      "to its SPDX expression, read from the license file in its dist-info")
     if version_key and str(shared.get(version_key, [None])[0] if isinstance(shared.get(version_key), list) else shared.get(version_key)) != label:
         reporter.line(f"variants/shared.yaml {version_key} is not {label}: set it to [\"{label}\"] (dependents read it)")
     return 0
@@ -257,9 +245,43 @@ def _existing(table: Table, pypi_name: str) -> str | None:
     return next((e.name for e in table.entries.values() if canonicalize_name(e.pypi) == canonicalize_name(pypi_name)), None)
 
 
+def entry_for(name: str, label: str, filename: str, url: str, sha256: str, wheel: bytes, noarch: bool,
+              previous: Entry | None, python: str, table: Table, evidence: str) -> dict:
+    """A table entry for one wheel (already checked against `sha256`), from the wheel's own METADATA; an
+    entry's own judgements (imports, conflicts, version_key) are kept on refresh."""
+    metadata, imports = wheel_metadata(wheel)
+    entry = {
+        "pypi": name,
+        "version": label,
+        "file": filename,
+        "url": canonical_url(url),
+        "sha256": sha256,
+        "noarch": noarch,
+        "depends": conda_depends(metadata.get_all("Requires-Dist") or [], metadata.get("Requires-Python") or "",
+                                 noarch, python, table),
+        # what the recipe's test imports: the wheel's top-level modules on first add; an entry's own list
+        # (edited, or [] where importing needs a GPU) is kept on refresh
+        "imports": list(previous.imports) if previous else imports,
+        "summary": str(metadata.get("Summary") or "").strip(),
+        "license": spdx_license(metadata),
+        "evidence": evidence,
+    }
+    if previous and previous.conflicts:
+        entry["conflicts"] = list(previous.conflicts)  # a judgement of ours, not PyPI's: kept on refresh
+    if previous and previous.version_key:
+        entry["version_key"] = previous.version_key
+    return entry
+
+
 def write_entry(path: Path, name: str, entry: dict) -> None:
     """Replace (or append) one entry under `packages:`, keeping the file's header and other entries as written."""
-    text = path.read_text() if path.is_file() else HEADER
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(with_entry(path.read_text() if path.is_file() else HEADER, name, entry))
+    os.replace(tmp, path)
+
+
+def with_entry(text: str, name: str, entry: dict) -> str:
+    """The table's text with one entry replaced (or appended); the rest as written."""
     if not re.search(r"^packages:", text, re.M):
         text = text.rstrip("\n") + "\npackages:\n"
     block = yaml.safe_dump({name: entry}, sort_keys=False, width=200, default_flow_style=False)
@@ -268,9 +290,7 @@ def write_entry(path: Path, name: str, entry: dict) -> None:
     pattern = re.compile(rf"^  {re.escape(name)}:\n(?:    .*\n|\s*\n)*", re.M)
     body = pattern.sub(lambda m: block, body, count=1) if pattern.search(body) else body.rstrip("\n") + ("\n" if body.strip() else "") + block
     body = body.lstrip("\n")
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(head + "\npackages:\n" + body)
-    os.replace(tmp, path)
+    return head + "\npackages:\n" + body
 
 
 HEADER = """# PyPI-only dependencies, repackaged as conda packages by the one recipe in recipes/pypi (see

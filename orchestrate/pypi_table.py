@@ -12,6 +12,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from . import glibc
 from .errors import UserError
 from .yaml_files import read_mapping
 
@@ -116,6 +117,8 @@ def fill_recipe(template: dict, entry: Entry) -> dict:
     else:
         python = "python ${{ python }}.*"
     requirements["run"] = [python] + [d for d in entry.depends if _spec_name(d) != "python"]
+    if not entry.noarch:  # its ELF files need the glibc its manylinux tag promises, else the stack's bound
+        requirements["run"].append(glibc.requirement(glibc.wheel_floor(entry.file) or "${{ %s }}" % glibc.STACK_BOUND_KEY))
     if entry.conflicts:  # two packages writing the same module files must not meet in one environment
         requirements["run_constraints"] = [f"{name} <0.0a0" for name in entry.conflicts]
     if entry.imports:

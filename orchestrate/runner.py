@@ -19,6 +19,7 @@ from .options import Options
 from .prebuilt import LOCK_COMMAND, LOCK_FILE, PYTORCH_FROM, SHA256_SUFFIX, SOURCE, URL_SUFFIX, origin_of
 from .input_hash import compute_input_hashes
 from .recipes import Output, VariantChoice, render_all, variant_choice
+from .share import bench as channel_bench
 from .sources import ZERO_SHA256, Source, SourceCache, sources_of
 from .ui import Progress, Reporter
 
@@ -56,6 +57,10 @@ class BuildCache(Protocol):
     description: str
 
     def fetch(self, output: Output, into: Path) -> tuple[Path, ManifestEntry] | None: ...
+
+    def benchmarks(self, file: str) -> list[channel_bench.Bench]:
+        """The benchmark results it records for package `file` (subdir/name)."""
+        ...
 
 
 def set_build_knobs(options: Options) -> None:
@@ -164,10 +169,15 @@ def unpinned_sources(steps: list[Step]) -> list[tuple[str, Source]]:
 def _unpinned(output: Output) -> list[Source]:
     """Url sources without a checksum: none written, or a `KEY_sha256` variant key left empty by an incomplete
     lock (rendered as 64 zeros, which a recipe that writes them out means as a wrong checksum, not as none)."""
-    unlocked = {output.variant.get(key[:-len(SHA256_SUFFIX)] + URL_SUFFIX) for key, value in output.variant.items()
-                if key.endswith(SHA256_SUFFIX) and value == ""}
+    unlocked = unlocked_urls(output)
     return [s for s in sources_of(output.rendered) if s.kind == "url"
             and (not s.pin or (s.pin == ZERO_SHA256 and s.location in unlocked))]
+
+
+def unlocked_urls(output: Output) -> set[str]:
+    """The prebuilt artifacts the lock has no sha256 for yet (their `KEY_sha256` variant key is empty)."""
+    return {output.variant.get(key[:-len(SHA256_SUFFIX)] + URL_SUFFIX) for key, value in output.variant.items()
+            if key.endswith(SHA256_SUFFIX) and value == ""}
 
 
 def _file_of(source: Source) -> str:
@@ -344,8 +354,9 @@ def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[Build
         if outcome.ok:
             crashpoints.reach("built")
             for package in outcome.packages:
-                channel.add(package, _entry(output, package, plan.arch.name, "built", outcome.seconds,
-                                            outcome.disk_peak_bytes))
+                entry = _entry(output, package, plan.arch.name, "built", outcome.seconds, outcome.disk_peak_bytes)
+                channel.add(package, entry)
+                _keep_bench(channel, outcome.bench, entry, plan.arch.name, reporter)
             discard_work(outcome.work)
             step.state = BUILT
             reporter.info(f"built {output.label} in {outcome.seconds:.1f}s")
@@ -358,6 +369,29 @@ def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[Build
                 reporter.error(f"  | {line}")
             stopped = not options.keep_going
     return plan.steps
+
+
+def _keep_bench(channel: Channel, kept: Path | None, entry: ManifestEntry, arch: str, reporter: Reporter) -> None:
+    """The recipe test's benchmark beside its package in the channel, for publish and the channel's page. One
+    that cannot be written costs a warning, not the build: the package is in."""
+    if kept is None:
+        return
+    try:
+        channel_bench.keep_in_local_channel(channel.path, kept, entry, arch)
+    except OSError as exc:
+        reporter.error(f"warning: {kept.name} not kept in channel {channel.path} ({exc.strerror or exc}): the "
+                       "package is in, without its benchmark; free space or fix permissions, then rebuild it to "
+                       "measure again")
+
+
+def _keep_cached_benchmarks(cache, channel: Channel, entry: ManifestEntry, reporter: Reporter) -> None:
+    """The results the cache channel records for a package it gave, so this channel's page shows them too."""
+    try:
+        for found in cache.benchmarks(entry.file):
+            channel_bench.keep_copy(channel.path, found, entry.file)
+    except (OSError, UserError) as exc:
+        reporter.error(f"warning: the benchmark results of {entry.file} in {cache.description} not kept in channel "
+                       f"{channel.path} ({exc}): the package is in, without them")
 
 
 def _progress(number: int, to_build: list[Step]) -> Progress:
@@ -380,6 +414,7 @@ def _take_from_cache(step: Step, caches, channel: Channel, options: Options, rep
             forget_cached_package(step.output)
             channel.add(package, entry)
             package.unlink(missing_ok=True)  # the channel has its copy now
+            _keep_cached_benchmarks(cache, channel, entry, reporter)
             step.state, step.seconds = CACHED, time.monotonic() - started
             step.reasons = [r for r in step.reasons if r.startswith((MISSING, DAMAGED))]
             step.reasons.append(f"same input hash in {cache.description}")

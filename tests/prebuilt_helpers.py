@@ -281,7 +281,7 @@ def make_wheel(folder: Path, name: str, version: str, tag: str, files: dict[str,
                requires: list[str] = (), extras: dict[str, list[str]] | None = None,
                entry_points: str = "") -> Path:
     """A wheel as pip and AMD's tools write it: <name>-<version>-<tag>.whl with a dist-info (METADATA,
-    WHEEL, RECORD with sha256 of every file). `version` may carry a local part (+rocm10.1.0). A file is
+    WHEEL, licenses/LICENSE, RECORD with sha256 of every file). `version` may carry a local part (+rocm10.1.0). A file is
     executable when its value is (data, True), and shared libraries always are."""
     dist = name.replace("-", "_")
     dist_info = f"{dist}-{version}.dist-info"
@@ -292,6 +292,9 @@ def make_wheel(folder: Path, name: str, version: str, tag: str, files: dict[str,
         metadata += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
     executable = {path for path, data in files.items() if isinstance(data, tuple) and data[1]}
     contents = {path: data[0] if isinstance(data, tuple) else data for path, data in files.items()}
+    # every wheel carries its license file where PEP 639 puts it; the recipes copy it into info/licenses/
+    metadata.append("License-File: LICENSE")
+    contents[f"{dist_info}/licenses/LICENSE"] = f"synthetic license of {name}\n"
     contents[f"{dist_info}/METADATA"] = "\n".join(metadata) + "\n"
     contents[f"{dist_info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: rocm-kpack-split-python-wheels\nRoot-Is-Purelib: false\nTag: {tag}\n"
     if entry_points:

@@ -61,3 +61,17 @@ def make_workspace(root: Path) -> Path:
     shutil.copy(REPO / "variants" / "architectures.yaml", workspace / "variants" / "architectures.yaml")
     write_variant_files(ArchitectureTable.load(workspace / "variants"), workspace / "variants")
     return workspace
+
+
+def package_info(package: Path) -> tuple[dict, dict[str, bytes]]:
+    """A built package's info/index.json and the files under info/licenses/ (path below it -> bytes)."""
+    import json
+    from rattler.package_streaming import PackageArchive
+
+    async def read():
+        archive = await PackageArchive.from_path(package)
+        index = json.loads(await archive.read_file("info/index.json"))
+        licenses = {name[len("info/licenses/"):]: await archive.read_file(name)
+                    for name in await archive.list_files("info") if name.startswith("info/licenses/")}
+        return index, licenses
+    return asyncio.run(read())

@@ -158,6 +158,21 @@ def test_the_support_line_is_the_table(orchestrate, machine):
     assert "not CK attention" in support  # gfx1100: ck_mha no, in the table
 
 
+def test_glibc_older_than_the_stacks_bound_fails_naming_both(orchestrate, machine, workspace, monkeypatch):
+    machine(gtt_gib=124.0, pages_limit=32505856)
+    with (workspace / "variants/shared.yaml").open("a") as shared:
+        shared.write('c_stdlib_version: ["2.28"]\n')
+    monkeypatch.setattr(doctor.glibc, "machine_glibc", lambda: "2.17")
+    result = orchestrate("doctor")
+    [line] = lines_of(result)["glibc"]
+    assert line.startswith("fail") and "glibc 2.17 is older than the 2.28 the stack needs" in line
+    assert "c_stdlib_version" in line and "fix: use a system with glibc >=2.28" in line
+    assert result.code == 1
+    monkeypatch.setattr(doctor.glibc, "machine_glibc", lambda: "2.39")
+    [line] = lines_of(orchestrate("doctor"))["glibc"]
+    assert line.startswith("ok") and "glibc 2.39, the stack needs >=2.28" in line
+
+
 def test_no_gpu_and_no_architecture_fails(orchestrate, machine):
     machine(driver=False)
     result = orchestrate("doctor")

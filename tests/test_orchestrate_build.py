@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -244,6 +245,7 @@ def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, t
     recipe = folder / "recipe.yaml"
     recipe.write_text("".join(l for l in recipe.read_text().splitlines(True) if not re.match(
         r"\s*(- torch(vision|audio)|- rocm-sdk-device-|- pytorch-rocm |(prebuilt|torch_version|vision_version|audio_version|torch_builds):)", l)))
+    shutil.copy(REPO / "LICENSE", workspace)  # the recipe names the repository's license
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1151").code == 0
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1100").code == 0
     builds = install(workspace / "channel", ["rocm-stack"], "11.5.1", tmp_path / "env")

@@ -50,6 +50,7 @@ SHARED_YAML = f"""python: ["3.12"]
 pytorch_from: [prebuilt]
 rocm_sdk_version: ["{ROCM}"]
 pytorch_version: ["{TORCH}"]
+c_stdlib_version: ["2.28"]
 """
 
 SCRIPT = "mkdir -p $PREFIX/share/{name} && echo ok > $PREFIX/share/{name}/ok"

@@ -21,7 +21,7 @@ import yaml
 
 from orchestrate.architectures import ArchitectureTable, write_variant_files
 from orchestrate.cli import main
-from stack import install
+from stack import install, package_info
 
 REPO = Path(__file__).resolve().parent.parent
 ARCH = "gfx1151"
@@ -41,6 +41,7 @@ def make_wheel(version: str) -> bytes:
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("demo_pkg/__init__.py", f"VERSION = {version!r}\n")
         archive.writestr(f"{dist}/METADATA", metadata)
+        archive.writestr(f"{dist}/licenses/LICENSE", "demo-pkg's license\n")  # PEP 639's place for it
         archive.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         archive.writestr(f"{dist}/RECORD", "")
     return buffer.getvalue()
@@ -165,6 +166,10 @@ def test_repackaged_wheel_builds_offline_installs_and_imports(index, pypi_worksp
     assert "PyPI wheel" in demo_row and "source build" not in demo_row, demo_row  # the `from` column
     code, out = run(capsys, "build", "--arch", ARCH, "--no-source-channels", "-q", "demo-pkg")
     assert code == 0, out
+    [package] = (pypi_workspace / "channel" / "noarch").glob("demo-pkg-1.0-*.conda")
+    index, licenses = package_info(package)
+    assert licenses == {"wheel-licenses/demo_pkg-1.0.dist-info/licenses/LICENSE": b"demo-pkg's license\n"}
+    assert not [d for d in index["depends"] if d.startswith("__glibc")]  # pure Python: any glibc will do
     installed = install(pypi_workspace / "channel", ["demo-pkg"], None, tmp_path / "prefix")
     assert installed["demo-pkg"].startswith("pyh")  # noarch: python
     site = tmp_path / "prefix" / "lib" / "python3.12" / "site-packages"

@@ -12,10 +12,11 @@ import rattler
 import yaml
 from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
+from orchestrate import glibc
 from orchestrate.recipes import derived_variant_keys
 from prebuilt_helpers import file_url_and_sha256, torch_wheels, write_pep503_index
 from source_helpers import CountingServer
-from stack import solve
+from stack import package_info, solve
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "recipes/pytorch-prebuilt/recipe.yaml"
@@ -31,7 +32,7 @@ STAND_INS = {"python": "3.12.0", "filelock": "3.0", "typing_extensions": "4.12.0
 
 
 def lock_keys(index_url: str, arch: str) -> dict[str, str]:
-    """The KEY_url/KEY_sha256 variant keys as the orchestrator derives them from the lock for `arch`."""
+    """The KEY_url/KEY_sha256/KEY_glibc variant keys as the orchestrator derives them from the lock for `arch`."""
     local = f"+rocm{SDK}"
     files = {
         "torch": ("torch", f"torch-{TORCH}{local}-cp312-cp312-linux_x86_64.whl"),
@@ -48,6 +49,7 @@ def lock_keys(index_url: str, arch: str) -> dict[str, str]:
     keys = {}
     for key, (project, name) in files.items():
         keys[f"{key}_url"], keys[f"{key}_sha256"] = file_url_and_sha256(index_url, project, name)
+        keys[f"{key}_glibc"] = glibc.floor_or_bound(name, PINS)  # as Prebuilt.variant_keys computes it
     return keys
 
 
@@ -143,6 +145,21 @@ def test_each_pytorch_installs_only_with_its_gpu_and_lands_where_pip_puts_it(cha
     assert "from torch.distributed.run import main" in torchrun
     # AMD's ELF files are installed byte for byte
     assert (site / "torch/lib/libtorch_hip.so").read_bytes().startswith(b"\x7fELF stub")
+
+
+def test_each_package_carries_its_wheels_licenses_and_requires_the_stacks_glibc(channel):
+    """AMD tags these wheels linux_x86_64 (no manylinux promise): each package requires the stack's glibc bound,
+    and carries the license files of the wheels it holds (their dist-info) in info/licenses/."""
+    out, _, _ = channel
+    bound = PINS["c_stdlib_version"][0]
+    holds = {"pytorch-base": ["torch"], "pytorch": ["amd_torch_device_gfx942"], "triton": ["triton"],
+             "torchaudio": ["torchaudio"], "torchvision": ["torchvision", "amd_torchvision_device_gfx942"]}
+    for name, dists in holds.items():
+        [package] = [p for p in (out / "linux-64").glob(f"{name}-[0-9]*.conda") if "gfx1151" not in p.name]
+        index, licenses = package_info(package)
+        assert f"__glibc >={bound}" in index["depends"], (package.name, index["depends"])
+        found = {path.split("/")[1].split("-")[0] for path in licenses}
+        assert found == set(dists) and all(path.endswith(".dist-info/licenses/LICENSE") for path in licenses), licenses
 
 
 def test_no_pytorch_for_a_gpu_without_its_device_package(channel):

@@ -103,7 +103,8 @@ def test_prebuilt_pytorch_is_the_base_plus_this_architectures_device_kernels(arc
     run = torch.output.rendered["requirements"]["run"]
     # exactly the pytorch-base this recipe makes (tests/test_pytorch_prebuilt.py checks the built pin)
     assert run == [{"pin_subpackage": {"name": "pytorch-base", "exact": True}},
-                   f"rocm-sdk-device-{arch} {SHARED_PINS['rocm_sdk_version'][0]}.*"]
+                   f"rocm-sdk-device-{arch} {SHARED_PINS['rocm_sdk_version'][0]}.*",
+                   f"__glibc >={SHARED_PINS['c_stdlib_version'][0]}"]
     urls = [s["url"] for s in torch.output.rendered["source"]]
     assert urls[0].endswith(f"/amd-torch-device-{arch}/") or f"amd_torch_device_{arch}-" in urls[0]
 

@@ -18,7 +18,7 @@ from orchestrate import runner
 from orchestrate.options import Options
 from prebuilt_helpers import TORCH_ROCM_INIT, VERSION, make_index, sha256_of
 from source_helpers import CountingServer
-from stack import install, make_workspace, solve
+from stack import install, make_workspace, package_info, solve
 
 REPO = Path(__file__).resolve().parent.parent
 ARCHS = {"gfx1151": "11.5.1", "gfx1100": "11.0.0"}
@@ -98,6 +98,18 @@ def test_one_host_package_serves_both_architectures(built):
     picked = {arch: [(str(r.build), r.sha256.hex()) for r in recs if r.name.normalized == "rocm-sdk"]
               for arch, recs in records.items()}
     assert picked["gfx1151"] == picked["gfx1100"] == [(host.name.split("-")[-1][:-len(".conda")], sha256_of(host))]
+
+
+def test_the_sdk_packages_carry_the_wheels_licenses_and_require_the_stacks_glibc(built):
+    """AMD's SDK wheels are linux_x86_64 (no manylinux promise): the stack's bound; their dist-info licenses."""
+    workspace, *_ = built
+    bound = yaml.safe_load((REPO / "variants/shared.yaml").read_text())["c_stdlib_version"][0]
+    for pattern, dists in ((f"rocm-sdk-{VERSION}-*.conda", {"rocm_sdk_core", "rocm_sdk_libraries", "rocm_sdk_devel"}),
+                           (f"rocm-sdk-device-gfx1151-{VERSION}-*.conda", {"rocm_sdk_device_gfx1151"})):
+        [package] = _packages(workspace, pattern)
+        index, licenses = package_info(package)
+        assert f"__glibc >={bound}" in index["depends"], (package.name, index["depends"])
+        assert {path.split("/")[1].split("-")[0] for path in licenses} == dists, licenses
 
 
 def test_each_device_package_installs_only_on_its_gpu(built):

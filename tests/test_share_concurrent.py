@@ -2,7 +2,8 @@
 
 Four workspaces build the test graph for gfx1151, gfx1100, gfx942 and gfx90a, each on its own, as four
 machines do: each makes its own copy of the arch-neutral package (rocm-stack-check), with the same input
-hash but other bytes (builds record their time and paths). Targets are folders and a moto S3 server on
+hash but other bytes (builds record their time and paths). Each machine's pytorch carries a quick benchmark
+result (share/bench.py), which every publish must keep too. Targets are folders and a moto S3 server on
 127.0.0.1; nothing else is contacted.
 """
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrate.channel import Channel
+from orchestrate.share.bench import BENCH_DIR, keep_in_local_channel
 from orchestrate.share.lookup import read_lookup
 from orchestrate.share.publish import read_index
 from orchestrate.share.targets import FolderStore, parse_target
@@ -41,10 +44,22 @@ def machines(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
         result = orchestrate("build-all", "--workspace", str(workspace), "--channel", str(channel), "--arch", arch,
                              "--no-tests", timeout=300)
         assert result.returncode == 0, result.stderr
+        keep_benchmark(channel, arch, root)
         built[arch] = (workspace, channel)
     noarch = {sha(channel / "noarch") for _, channel in built.values()}
     assert len(noarch) == len(ARCHES), "the premise: each machine's arch-neutral package has other bytes"
     return built
+
+
+def keep_benchmark(channel: Path, arch: str, scratch: Path) -> None:
+    """What build-all keeps when pytorch's recipe test ran the quick benchmark on this machine's GPU (the
+    builds above skip the tests: running them four times costs seconds, and test_share_bench covers that)."""
+    kept = scratch / "pytorch.bench.json"
+    kept.write_text(json.dumps({"schema": "rocm-stack-check/bench/1", "created": "2026-11-25T12:00:00+00:00",
+                                "expect_arch": arch, "platform": {"arch": arch}, "rows": [],
+                                "speedup": {"passed": True, "results": []}}))
+    entry = next(e for e in Channel(channel).manifest().values() if e.name == "pytorch")
+    assert keep_in_local_channel(channel, kept, entry, arch)
 
 
 def sha(folder: Path) -> str:
@@ -84,6 +99,10 @@ def store_for(target: str, env: dict):
         return parse_target(target, {})
 
 
+def local_channels(machines) -> list[Path]:
+    return [channel for _, channel in machines.values()]
+
+
 def expected_files(machines) -> set[str]:
     """Every machine's own packages, and the arch-neutral one once."""
     files = set()
@@ -92,7 +111,7 @@ def expected_files(machines) -> set[str]:
     return files
 
 
-def assert_whole(store, expected: set[str]) -> None:
+def assert_whole(store, expected: set[str], channels) -> None:
     """What a teammate relies on: the index lists every file, each whole; the lookup covers each one."""
     listed, damaged = read_index(store)
     assert not damaged
@@ -112,6 +131,22 @@ def assert_whole(store, expected: set[str]) -> None:
         assert lookup.entries[file]["sha256"] == record["sha256"], f"the lookup entry of {file} is wrong"
     manifest = json.loads(store.read("orchestrate-manifest.json"))["packages"]
     assert set(manifest) == expected, "orchestrate-manifest.json (what HTTP readers use) misses entries"
+    assert_benchmarks_and_page(store, expected, channels)
+
+
+def assert_benchmarks_and_page(store, expected: set[str], channels) -> None:
+    """The benchmark results the publishing `channels` kept for the expected packages are there, as kept;
+    the page lists every package."""
+    for channel in channels:
+        for path in sorted((channel / BENCH_DIR).rglob("*.json")):
+            document = json.loads(path.read_text())
+            if f"{document['subdir']}/{document['package']}" in expected:
+                assert store.read(str(path.relative_to(channel))) == path.read_bytes(), f"{path.name} was lost"
+    page, data = store.read("index.html"), store.read("channel-page.json")
+    assert page is not None and data is not None, "the channel has no page"
+    for file in expected:
+        build = file.rsplit("-", 1)[-1].removesuffix(".conda")
+        assert build.encode() in data, f"channel-page.json does not list {file}"
 
 
 def run_at_once(commands: list[list[str]], env: dict) -> list[subprocess.CompletedProcess]:
@@ -135,7 +170,7 @@ def test_four_machines_one_after_another_all_succeed(machines, tmp_path):
     # the first machine's arch-neutral package stays; the others' copies have the same input hash
     assert all("1 kept the channel's copy (same input hash)" in out for out in outputs[1:])
     store = FolderStore(tmp_path / "team")
-    assert_whole(store, expected_files(machines))
+    assert_whole(store, expected_files(machines), local_channels(machines))
     first_noarch = sha(machines[ARCHES[0]][1] / "noarch")
     assert {r["sha256"] for f, r in read_index(store)[0].items() if f.startswith("noarch/")} == {first_noarch}
 
@@ -152,7 +187,7 @@ def test_four_machines_at_once_lose_nothing(machines, kind, s3, tmp_path):
         for arch, result in zip(ARCHES, results):
             assert result.returncode == 0, f"round {round_}, {arch}: {result.stderr}"
             assert "published" in result.stdout
-        assert_whole(store_for(target, env), expected_files(machines))
+        assert_whole(store_for(target, env), expected_files(machines), local_channels(machines))
         verified = orchestrate("verify", "--from", target, env=env)  # what a teammate would run
         assert verified.returncode == 0 and "every file is there, whole and listed" in verified.stdout, verified.stderr
 
@@ -244,7 +279,7 @@ def test_a_publish_killed_at_random_points_is_completed_by_the_next(machines, ki
             assert rerun.returncode == 0, f"seed {seed}: {rerun.stderr}"
         whole = {f for f in expected_files(machines) if f.startswith("noarch/") or
                  any(a in f for a in ARCHES[:2])}
-        assert_whole(store, whole)
+        assert_whole(store, whole, local_channels(machines))
 
 
 def test_ci_builds_the_shared_packages_once_and_the_architectures_take_them(machines, tmp_path):
@@ -271,7 +306,7 @@ def test_ci_builds_the_shared_packages_once_and_the_architectures_take_them(mach
                            for channel in channels.values()], {})
     assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
     whole = {f"{p.parent.name}/{p.name}" for channel in channels.values() for p in channel.glob("*/*.conda")}
-    assert_whole(FolderStore(tmp_path / "team"), whole)
+    assert_whole(FolderStore(tmp_path / "team"), whole, channels.values())
 
 
 def test_arch_neutral_takes_no_package_names(machines):
@@ -372,6 +407,12 @@ def test_a_package_server_holding_another_machines_copy_gets_no_second_one(machi
                      "rocm-stack-check"])
     assert code == 0 and uploads == []
     assert "(1 as the channel's copy, same input hash)" in capsys.readouterr().out
+    # a package server keeps no other files: the benchmark result stays home, said in one line
+    code = cli.main(["publish", "--workspace", str(workspace), "--channel", str(channel), "--to", "prefix://team",
+                     "pytorch"])
+    assert code == 0 and len(uploads) == 1
+    out = capsys.readouterr().out
+    assert "prefix://prefix.dev/team holds packages only: 1 benchmark result(s) and the channel page stay out" in out
 
 
 def test_a_publish_waits_for_the_folder_lock_and_says_for_whom(machines, tmp_path):
@@ -394,4 +435,5 @@ def test_a_publish_waits_for_the_folder_lock_and_says_for_whom(machines, tmp_pat
     out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
     assert "waiting for pid 1 on buildbox (orchestrate publish, since 10:00:00) to finish indexing" in out
-    assert_whole(FolderStore(target), {f"{p.parent.name}/{p.name}" for p in machines["gfx1151"][1].glob("*/*.conda")})
+    assert_whole(FolderStore(target), {f"{p.parent.name}/{p.name}" for p in machines["gfx1151"][1].glob("*/*.conda")},
+                 [machines["gfx1151"][1]])

@@ -17,6 +17,9 @@ def shared_channel(text: str) -> str:
     return location(*CHANNEL_SCHEMES, *PACKAGE_SERVER_SCHEMES)(text)
 
 
+install_channel = location(*CHANNEL_SCHEMES)  # where teammates install from: what pixi reads
+
+
 def _options(args: argparse.Namespace):
     """The CLI's own Options for the arguments these commands share with it (--workspace, --channel)."""
     defaults = {"arch": None, "variant": [], "source_channel": None, "quiet": False}
@@ -77,7 +80,7 @@ def _run_publish(args, reporter) -> int:
 
 
 def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--channel", required=True, metavar="URL", type=location(*CHANNEL_SCHEMES),
+    parser.add_argument("--channel", required=True, metavar="URL", type=install_channel,
                         help="the shared channel teammates install from (http(s)://, s3://, file://, a path)")
     parser.add_argument("--arch", help="pin the GPU-specific packages to this architecture's builds")
     parser.add_argument("--workspace", type=existing_folder, help="workspace whose architecture table to use")

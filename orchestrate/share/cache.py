@@ -16,6 +16,7 @@ from ..errors import UserError
 from ..options import Options, load_config
 from ..recipes import Output
 from ..ui import Reporter
+from .bench import Bench, recorded_in
 from .lookup import parse_entry, read_lookup
 from .publish import remote_sha256s
 from .targets import Store, reader_for
@@ -62,6 +63,10 @@ class RemoteCache:
         finally:
             partial.unlink(missing_ok=True)
         return package, replace(entry, source=self.description)
+
+    def benchmarks(self, file: str) -> list[Bench]:
+        """A store that cannot list (HTTP) gives none: its records cannot be found."""
+        return recorded_in(self.store, file)
 
     def _verify(self, package: Path, entry: ManifestEntry, indexed_sha: str, output: Output) -> None:
         actual = sha256_of(package)

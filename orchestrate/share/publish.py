@@ -3,10 +3,12 @@
 Any number of machines may publish to one channel at once, and a publish may be killed at any point:
   1. each package file is uploaded create-only; if the name is taken by the same bytes, or by a package
      built from the same inputs (same input hash, see `same_package`), the channel's copy stands;
-  2. its lookup entry (lookup.py) is created next, again create-only;
+  2. its lookup entry (lookup.py) is created next, again create-only, and so are the benchmark results its
+     recipe test measured, with their records (bench.py);
   3. then, under the store's lock (a folder) or by compare-and-swap (S3), damaged copies of our files are
      replaced, the channel is indexed, our files are checked to be listed (indexed again if a concurrent
-     indexer dropped them), and orchestrate-manifest.json is re-derived from the entries.
+     indexer dropped them), orchestrate-manifest.json is re-derived from the entries, and the channel's
+     page is written from what it holds (channel_page.py; a page that fails is a warning).
 The index is only ever written after the files it lists are whole, so it never lists a missing or half
 file; whatever a killed publish left undone, running it again completes.
 """
@@ -22,9 +24,11 @@ from ..channel import MANIFEST, SUBDIRS, Channel, ManifestEntry, read_provenance
 from ..errors import UserError
 from ..options import Options
 from ..ui import Reporter
+from .bench import Bench, encode_record, json_object, parse_record, recorded_in, sha256_bytes
+from .channel_page import PAGE_FILES, write_published_page
 from .lookup import (Lookup, encode_entry, encode_manifest, entry_path, parse_entry, parse_manifest, read_entry,
                      read_lookup)
-from .targets import PackageServer, Store, parse_target
+from .targets import FolderStore, PackageServer, Store, parse_target
 
 INDEX_ATTEMPTS = 3  # indexes in a row that may each miss our packages before the publish gives up
 
@@ -102,6 +106,7 @@ class Placed:
     there: list[ManifestEntry] = field(default_factory=list)  # the same bytes were already there
     theirs: list[ManifestEntry] = field(default_factory=list)  # another machine's copy of the same package
     bad_entries: list[ManifestEntry] = field(default_factory=list)  # lookup entries to rewrite under the lock
+    rewrites: dict[str, bytes] = field(default_factory=dict)  # bench files and records to rewrite under the lock
 
     @property
     def recorded(self) -> list[ManifestEntry]:
@@ -125,11 +130,12 @@ def publish(options: Options, target_url: str, packages: list[str], reporter: Re
         entries = select_entries(channel, options.arch, packages)
         for file, why in sorted(channel.unsound().items()):  # a damaged copy is never spread to the team
             reporter.error(f"not publishing {file}: {why}; `orchestrate build-all` replaces it, then publish again")
+        benches = {e.file: recorded_in(FolderStore(channel.path), e.file) for e in entries}
         if isinstance(target, PackageServer):
-            return _publish_to_server(channel, entries, target, reporter)
+            return _publish_to_server(channel, entries, target, reporter, sum(map(len, benches.values())))
         if not target.writable:
             raise UserError(f"{target.url} is read-only over HTTP: publish to the folder or bucket behind it")
-        return _publish_to_store(channel, entries, target, reporter)
+        return _publish_to_store(channel, entries, benches, target, reporter, options.variants_dir)
     finally:
         channel.unlock()
 
@@ -193,22 +199,29 @@ def _place(channel: Channel, entry: ManifestEntry, store: Store, listed: dict, l
             placed.bad_entries.append(mine)  # damaged, or left from a file that was removed by hand
 
 
-def _publish_to_store(channel: Channel, entries: list[ManifestEntry], store: Store, reporter: Reporter) -> int:
+def _publish_to_store(channel: Channel, entries: list[ManifestEntry], benches: dict[str, list[Bench]], store: Store,
+                      reporter: Reporter, variants_dir: Path) -> int:
     store.check()
     listed, damaged_index = read_index(store)
     lookup = read_lookup(store)
-    if not damaged_index and _complete(entries, channel, store, listed, lookup):
+    if not damaged_index and _complete(entries, channel, store, listed, lookup) and _benches_complete(benches, store):
+        if any(store.size(name) is None for name in PAGE_FILES):  # a channel published before pages existed
+            with store.exclusive("orchestrate publish: the channel page", reporter.info):
+                write_published_page(store, variants_dir, reporter.error)
         reporter.line(f"nothing to publish: all {len(entries)} package(s) are already at {store.url}")
         return 0
     theirs = _same_packages_listed(entries, store, listed, lookup)
     placed = Placed()
     for entry in entries:
         _place(channel, entry, store, listed, lookup, theirs, placed, reporter)
+        for bench in benches[entry.file]:
+            _place_bench(bench, store, placed)
     with store.exclusive(f"orchestrate publish of {len(entries)} package(s)", reporter.info):
         store.tidy()
         repaired = _repair(channel, placed, store)
         _index_until_listed(placed.recorded, store, bool(damaged_index), reporter)
         _derive_manifest(placed.recorded, store)
+        write_published_page(store, variants_dir, reporter.error)
     reporter.line(f"published {len(placed.uploaded)} package(s) to {store.url}"
                   + (f"; {len(placed.there)} already there" if placed.there else "")
                   + (f"; {len(placed.theirs)} kept the channel's copy (same input hash)" if placed.theirs else "")
@@ -227,7 +240,43 @@ def _repair(channel: Channel, placed: Placed, store: Store) -> int:
             repaired += 1
     for entry in placed.bad_entries:
         store.replace(entry_path(entry.file), data=encode_entry(entry))
+    for relpath, data in placed.rewrites.items():
+        store.replace(relpath, data=data)
     return repaired
+
+
+def _benches_complete(benches: dict[str, list[Bench]], store: Store) -> bool:
+    """Whether the channel records each of our benchmark results and holds the file its record names, whole
+    (they are small: read, not only sized)."""
+    for bench in (b for found in benches.values() for b in found):
+        record = parse_record(store.read(bench.record))
+        if record is None or sha256_bytes(store.read(record["bench"]) or b"") != record["sha256"]:
+            return False
+    return True
+
+
+def _place_bench(bench: Bench, store: Store, placed: Placed) -> None:
+    """One benchmark result and then its record, both create-only. A result the channel already holds for
+    this package and architecture stands (another machine measured the same package), unless it is damaged
+    or the channel's record says it should be ours: then ours is written again under the lock."""
+    record = parse_record(store.read(bench.record))
+    stands = bench.data
+    if not store.create(bench.path, data=bench.data):
+        there = store.read(bench.path)
+        if there == bench.data:
+            pass
+        elif there is not None and json_object(there) is not None and (
+                record is None or record["sha256"] == sha256_bytes(there)):
+            stands = there  # another machine's result for the same package
+        else:
+            placed.rewrites[bench.path] = bench.data  # damaged: ours in its place
+    wanted = encode_record(bench.path, stands)
+    if record is None:
+        if store.create(bench.record, data=wanted):
+            return
+        record = parse_record(store.read(bench.record))
+    if record is None or record["sha256"] != sha256_bytes(stands) or record["bench"] != bench.path:
+        placed.rewrites[bench.record] = wanted
 
 
 def _index_until_listed(recorded: list[ManifestEntry], store: Store, damaged: bool, reporter: Reporter) -> None:
@@ -263,7 +312,10 @@ def _derive_manifest(recorded: list[ManifestEntry], store: Store) -> None:
 
 
 def _publish_to_server(channel: Channel, entries: list[ManifestEntry], server: PackageServer,
-                       reporter: Reporter) -> int:
+                       reporter: Reporter, benches: int) -> int:
+    if benches:
+        reporter.line(f"{server.url} holds packages only: {benches} benchmark result(s) and the channel page stay "
+                      "out of it (publish to a folder or an S3 bucket to share them too)")
     reader = server.reader()
     try:
         listed = remote_sha256s(reader)

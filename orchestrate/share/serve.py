@@ -1,4 +1,5 @@
-"""`orchestrate serve`: the local channel over HTTP, for a lab or a LAN.
+"""`orchestrate serve`: the local channel over HTTP, for a lab or a LAN; `/` is the channel's page (index.html,
+which build-all writes).
 
 Loopback by default; any other address is a choice the command states when it starts, because
 then everyone who can reach the machine can download every package. Hidden files (the channel lock,
@@ -53,7 +54,13 @@ class ChannelRequestHandler(SimpleHTTPRequestHandler):
         return super().do_HEAD()
 
     def list_directory(self, path):
-        self.send_error(404)  # a channel is read through its index, not by browsing
+        # A channel is read through its index, not by browsing; a folder with an index.html (the channel's
+        # root) never gets here: the handler answers with that page.
+        if os.path.realpath(path) == os.path.realpath(self.directory):
+            self.send_error(404, "this channel has no page yet: `orchestrate build-all` or `orchestrate page` "
+                                 "writes it")
+        else:
+            self.send_error(404)
         return None
 
     def log_message(self, format, *args):

@@ -5,7 +5,8 @@ file://, s3://, http(s)://), one problem per line, each naming the file and what
   - every package file the index (<subdir>/repodata.json) lists is there, with the listed size and sha256;
   - every package file in a subdir is listed (where the store can list its files; HTTP cannot);
   - every lookup entry (what each package was built from) names a listed file with the same sha256;
-  - every subdir's repodata.json parses.
+  - every subdir's repodata.json parses;
+  - every benchmark result the channel records (bench.py) is there, with the recorded sha256.
 A clean channel exits 0, any problem 1; `--json` writes the same as one JSON object for scripts.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Callable
 from ..channel import PACKAGE_SUFFIXES, SUBDIRS, Channel
 from ..errors import UserError
 from ..ui import Reporter
+from .bench import all_records, package_of_record, parse_record, sha256_bytes
 from .lookup import read_lookup
 from .publish import read_index
 from .store import Store
@@ -29,7 +31,8 @@ PROBLEMS_EXIT = 1
 @dataclass
 class Problem:
     file: str  # channel-relative: noarch/foo-1.0-h1_0.conda, linux-64/repodata.json, orchestrate-manifest.json
-    kind: str  # damaged, missing, unlisted, wrong-entry, unlisted-entry, damaged-index, damaged-lookup
+    kind: str  # damaged, missing, unlisted, wrong-entry, unlisted-entry, damaged-index, damaged-lookup,
+    # missing-bench, damaged-bench, damaged-bench-record
     detail: str
     fix: str
 
@@ -42,6 +45,7 @@ class Verification:
     channel: str
     packages: int = 0  # listed package files checked
     entries: int = 0  # lookup entries checked
+    benches: int = 0  # benchmark results checked
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what could not be checked, and why
 
@@ -51,8 +55,8 @@ class Verification:
 
     def as_json(self) -> str:
         return json.dumps({"channel": self.channel, "ok": self.ok, "packages": self.packages,
-                           "entries": self.entries, "problems": [asdict(p) for p in self.problems],
-                           "notes": self.notes}, indent=1)
+                           "entries": self.entries, "benches": self.benches,
+                           "problems": [asdict(p) for p in self.problems], "notes": self.notes}, indent=1)
 
 
 class Fixes:
@@ -100,6 +104,13 @@ class Fixes:
         if not self.local:
             return f"run {self.publish} again: it re-indexes the channel"
         return "run `orchestrate build-all`: it re-indexes the channel"
+
+    def bench(self, record: str, package: str) -> str:
+        if not self.local:
+            return (f"publish {package} again from the machine that built it ({self.publish}): it writes the result "
+                    f"again; or remove {record} there to forget the result")
+        return (f"copy it back from a channel it was published to, or remove {record} to forget the result; "
+                "the package's next build measures it again")
 
     def damaged_lookup(self) -> str:
         if not self.local:
@@ -150,9 +161,36 @@ def verify(store: Store, local: bool, quick: bool = False) -> Verification:
             result.problems.append(Problem(
                 file, "wrong-entry", f"the build-cache lookup records sha256 {str(entry.get('sha256'))[:12]}…, "
                 f"the index {str(listed[file].get('sha256'))[:12]}…", fixes.wrong_entry(file)))
+    _check_benches(store, quick, fixes, result)
     if quick:
         result.notes.append("--quick: sizes compared, sha256 not")
     return result
+
+
+def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification) -> None:
+    records = all_records(store)
+    if records is None:
+        result.notes.append(f"{store.url} cannot list its files (HTTP): benchmark results are not checked")
+        return
+    for relpath in records:
+        result.benches += 1
+        package = package_of_record(relpath)
+        record = parse_record(store.read(relpath))
+        if record is None:
+            result.problems.append(Problem(relpath, "damaged-bench-record", "does not parse as a benchmark record",
+                                           fixes.bench(relpath, package)))
+            continue
+        bench = record["bench"]
+        size = store.size(bench)
+        if size is None:
+            result.problems.append(Problem(bench, "missing-bench", f"the benchmark result of {package} that "
+                                           f"{relpath} records is not there", fixes.bench(relpath, package)))
+        elif size != record["size"]:
+            result.problems.append(Problem(bench, "damaged-bench", f"size {size} but {relpath} records "
+                                           f"{record['size']}", fixes.bench(relpath, package)))
+        elif not quick and sha256_bytes(store.read(bench) or b"") != record["sha256"]:
+            result.problems.append(Problem(bench, "damaged-bench", f"sha256 differs from what {relpath} records",
+                                           fixes.bench(relpath, package)))
 
 
 def _verify_locked(store, quick: bool = False) -> Verification:
@@ -206,7 +244,8 @@ def run(args, reporter: Reporter, open_store: Callable[[], tuple[Store, bool]]) 
         reporter.line(problem.line())
     for note in result.notes:
         reporter.info(f"note: {note}")
-    checked = f"{result.packages} package(s) and {result.entries} lookup entries checked"
+    checked = f"{result.packages} package(s) and {result.entries} lookup entries checked" + (
+        f" (and {result.benches} benchmark result(s))" if result.benches else "")
     if result.ok:
         reporter.line(f"{result.channel}: {checked}; every file is there, whole and listed")
         return 0

@@ -17,6 +17,9 @@ Does: unpacks every wheel into lib/pythonX.Y/site-packages (its .data/ folders w
   `#!python` script of a wheel's .data/scripts gets the environment's python; then checks that every Requires-Dist of every
   wheel (extras aside) is satisfied by a wheel installed here or by a conda package named in
   SATISFIED_BY, so a new requirement in AMD's metadata fails the build instead of the user's import.
+  Copies each wheel's license files (its dist-info's PEP 639 licenses/ folder and top-level LICENSE*, COPYING*,
+  NOTICE*, AUTHORS*, and those of a share/doc/<component>/ folder) to $SRC_DIR/wheel-licenses/, where the
+  recipes' `about.license_file: wheel-licenses/**/*` puts them into the package's info/licenses/.
 Nothing is patched: ELF files are written byte for byte (the recipe turns relocation off).
 """
 from __future__ import annotations
@@ -41,6 +44,18 @@ CONDA_NAMES = {
     "torch": {"pytorch", "pytorch-base"},
     "typing-extensions": {"typing_extensions"},
 }
+
+
+LICENSE_DIR = "wheel-licenses"
+LICENSE_NAME = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE|AUTHORS)", re.IGNORECASE)
+
+
+def is_license(member: str, dist_info: str) -> bool:
+    parts = PurePosixPath(member).parts
+    if parts[0] == dist_info:
+        return (len(parts) > 2 and parts[1] == "licenses") or (len(parts) == 2 and bool(LICENSE_NAME.match(parts[1])))
+    in_doc_folder = any(parts[i:i + 2] == ("share", "doc") for i in range(len(parts) - 2))
+    return in_doc_folder and bool(LICENSE_NAME.match(parts[-1]))
 
 
 def fail(message: str) -> None:
@@ -113,6 +128,8 @@ def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: 
             if is_script and data.startswith(b"#!python"):
                 data = b"#!/usr/bin/env python" + data[len(b"#!python"):]  # the environment's python, as pip does
             target.write_bytes(data)
+            if is_license(info.filename, dist_info) and "SRC_DIR" in os.environ:  # in a rattler-build build
+                keep_license(dist_info, info.filename, data)
             mode = (info.external_attr >> 16) & 0o777
             target.chmod(0o755 if (mode & 0o111 or is_script) else 0o644)
             installed.append(target)
@@ -123,6 +140,14 @@ def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: 
     installed.append(dist_path / "INSTALLER")
     write_record(dist_path, site, installed)
     return metadata, dist_path
+
+
+def keep_license(dist_info: str, member: str, data: bytes) -> None:
+    """A copy in the work dir, under the wheel's dist-info name, for `about.license_file` to pick up."""
+    parts = PurePosixPath(member).parts
+    target = Path(os.environ["SRC_DIR"]) / LICENSE_DIR / dist_info / Path(*(parts[1:] if parts[0] == dist_info else parts))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
 
 
 def record_row(path: Path, site: Path) -> list[str]:

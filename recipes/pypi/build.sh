@@ -3,4 +3,4 @@
 # installer. No SATISFIED_BY: the package's run requirements are translated from this wheel's own Requires-Dist.
 set -euo pipefail
 cd "$SRC_DIR"
-"$BUILD_PREFIX/bin/python" "$RECIPE_DIR/../_shared/install_wheels.py" "$WHEEL"
+"$PYTHON" "$RECIPE_DIR/../_shared/install_wheels.py" "$WHEEL"

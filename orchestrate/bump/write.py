@@ -1,0 +1,158 @@
+"""`pins --bump --write`: apply a group's moves to the files they live in, and nothing else.
+
+Each group is staged in memory first: every checksum downloaded or read from the index that publishes it,
+the prebuilt lock recomputed from AMD's index. If anything of it fails (a download, a missing checksum, a
+file that no longer holds the old value), the group is held with the reason and none of it is written.
+Files are edited line by line, so their comments stay; each is replaced atomically. A second run finds
+the pins current and changes nothing.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import re
+import tempfile
+import zipfile
+from pathlib import Path
+
+import yaml
+
+from .. import prebuilt as amd
+from ..architectures import ArchitectureTable
+from ..errors import UserError
+from ..pypi import choose_file, entry_for, with_entry
+from ..pypi_table import SHA256, load_table
+from .decide import HELD, UNKNOWN, Download, Edit, Group
+from .releases import ReadError, World
+
+
+class NotWritten(Exception):
+    """Why a group could not be written (its rows say it)."""
+
+
+def apply(workspace: Path, groups: list[Group], world: World) -> list[Path]:
+    """Write every group that moves and can be staged whole; the files written."""
+    originals: dict[Path, str] = {}
+    texts: dict[Path, str] = {}
+    for group in groups:
+        if not group.moving() or not group.edits:
+            continue
+        staged = dict(texts)
+        try:
+            for edit in sorted(group.edits, key=lambda e: e.kind == "lock"):
+                path = workspace / (edit.target if edit.kind in ("literal", "lock") else
+                                    "variants/shared.yaml" if edit.kind == "shared" else "variants/pypi.yaml")
+                if path not in staged:
+                    originals[path] = path.read_text()
+                    staged[path] = originals[path]
+                staged[path] = _edited(staged, path, edit, workspace, world)
+        except (ReadError, NotWritten) as exc:
+            name = group.name or group.rows[0].name
+            group.hold_all(f"{exc}; nothing of the {name} {'group' if group.name else 'pin'} was written",
+                           UNKNOWN if getattr(exc, "unreachable", False) else HELD)
+            continue
+        changed = sorted(str(p.relative_to(workspace)) for p in staged if staged[p] != texts.get(p, originals[p]))
+        texts = staged
+        for row in group.moving():
+            row.files = changed
+    written = []
+    for path, text in texts.items():
+        if text != originals[path]:
+            atomic_write(path, text)
+            written.append(path)
+    return written
+
+
+def atomic_write(path: Path, text: str) -> None:
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _edited(staged: dict[Path, str], path: Path, edit: Edit, workspace: Path, world: World) -> str:
+    text = staged[path]
+    if edit.kind == "shared":
+        return shared_pin(text, edit.target, str(edit.new), path)
+    if edit.kind == "literal":
+        if not edit.old or edit.old not in text:
+            raise NotWritten(f"{path.relative_to(workspace)} does not hold {edit.old[:16] or 'the old pin'}: "
+                             "move it by hand")
+        new = edit.new
+        if isinstance(new, Download):
+            if not new.url:
+                raise NotWritten("the index publishes no sha256 for the new source (a checksum is missing)")
+            new = world.sha256_of(new.url)
+        return text.replace(edit.old, str(new))
+    if edit.kind == "pypi":
+        return _pypi_entry(text, edit.target, str(edit.new), workspace, world)
+    if edit.kind == "lock":
+        return _lock(staged, workspace, world)
+    raise ValueError(edit.kind)
+
+
+def shared_pin(text: str, key: str, value: str, path: Path) -> str:
+    """`KEY: ["old"]  # comment` with the new value, quoting and comment kept."""
+    pattern = re.compile(rf'^({re.escape(key)}:\s*\[?\s*["\']?)([^"\'\]\s#,]+)(["\']?\s*\]?)', re.M)
+    if not pattern.search(text):
+        raise NotWritten(f"{path.name} has no single-value line for {key}: move it by hand")
+    return pattern.sub(lambda m: m.group(1) + value + m.group(3), text, count=1)
+
+
+def _pypi_entry(text: str, entry: str, version: str, workspace: Path, world: World) -> str:
+    variants = workspace / "variants"
+    table = load_table(variants)
+    previous = table.entries.get(entry)
+    if previous is None:
+        raise NotWritten(f"variants/pypi.yaml has no entry {entry}")
+    shared = yaml.safe_load((variants / "shared.yaml").read_text()) or {}
+    python = str((shared.get("python") or ["3.12"])[0])
+    files = world.files(previous.pypi, version)
+    try:
+        chosen, noarch = choose_file(files, python)
+    except LookupError as exc:
+        raise NotWritten(f"{previous.pypi} {version}: {exc}") from None
+    expected = str((chosen.get("digests") or {}).get("sha256") or "")
+    if not SHA256.match(expected):
+        raise NotWritten(f"PyPI publishes no sha256 for {chosen['filename']} (a checksum is missing)")
+    wheel = world.download(chosen["url"])
+    if hashlib.sha256(wheel).hexdigest() != expected:
+        raise NotWritten(f"{chosen['filename']} does not match PyPI's sha256 {expected[:12]}…")
+    try:
+        new = entry_for(previous.pypi, version, chosen["filename"], chosen["url"], expected, wheel, noarch, previous,
+                        python, table, f"sha256 from PyPI JSON ({world.pypi_url}/{previous.pypi}/json), checked against "
+                                       f"the download by `orchestrate pins --bump --write`, {datetime.date.today()}")
+    except (LookupError, zipfile.BadZipFile) as exc:
+        raise NotWritten(f"{chosen['filename']} is not a usable wheel ({exc})") from None
+    return with_entry(text, entry, {k: v for k, v in new.items() if v != "" or k in ("depends", "imports")})
+
+
+def _lock(staged: dict[Path, str], workspace: Path, world: World) -> str:
+    """variants/prebuilt-lock.yaml for the staged pins, from the sha256 AMD's index publishes (`pins --lock`)."""
+    variants = workspace / "variants"
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder)
+        for name in (amd.PREBUILT_FILE, amd.LOCK_FILE):
+            source = variants / name
+            text = staged.get(source, source.read_text() if source.is_file() else None)
+            if text is not None:
+                (scratch / name).write_text(text)
+        prebuilt = amd.Prebuilt.load(scratch)
+        if prebuilt is None:
+            raise NotWritten(f"variants/{amd.PREBUILT_FILE} does not exist")
+        table = ArchitectureTable.load(variants)
+        shared = yaml.safe_load(staged.get(variants / "shared.yaml", (variants / "shared.yaml").read_text())) or {}
+        try:
+            result = amd.lock(prebuilt, table.names(), lambda arch: {**shared, **table.get(arch).variant_keys()},
+                              world.timeout)
+        except UserError as exc:  # the index could not be read
+            raise NotWritten(f"the prebuilt lock could not be written: {exc}") from None
+        if result.problems:
+            raise NotWritten(f"the prebuilt lock could not be written: {result.problems[0]}")
+        return amd.write_lock(prebuilt, result, table.names()).read_text()

@@ -1,0 +1,147 @@
+"""Benchmark results in a channel: the quick benchmark (or check) a package's recipe test ran, kept beside the
+package so that everyone who reads the channel sees it (issue 26).
+
+  bench/<arch>/<package file name without .conda/.tar.bz2>.json
+      the document benchlog.collect kept beside the build log, plus "package", "subdir" and "build";
+  orchestrate-manifest.d/<subdir>/<package file>.bench/<arch>.record
+      {"bench": its path, "sha256", "size"}: what `verify` checks the bench file against, and how it knows
+      a bench file is missing. Not a `.json` name, so lookup readers (lookup.read_lookup) pass it by.
+
+<arch> is the architecture the benchmark ran on (an arch-neutral package is measured on every machine that
+builds it). The local channel holds the same files (written under its lock by build-all); a publish creates
+them create-only, like the lookup entries, so publishes at the same time lose none.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..benchlog import architecture_of
+from ..channel import PACKAGE_SUFFIXES, ManifestEntry, give_umask_mode
+from .lookup import LOOKUP_DIR
+from .store import Store, unique_suffix
+
+BENCH_DIR = "bench"
+RECORD_SUFFIX = ".record"
+
+
+def stem(package_file: str) -> str:
+    name = package_file.split("/")[-1]
+    for suffix in PACKAGE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
+
+
+def bench_path(arch: str, package_file: str) -> str:
+    return f"{BENCH_DIR}/{arch}/{stem(package_file)}.json"
+
+
+def record_path(arch: str, package_file: str) -> str:
+    return f"{LOOKUP_DIR}/{package_file}.bench/{arch}{RECORD_SUFFIX}"
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def encode_record(bench: str, data: bytes) -> bytes:
+    return json.dumps({"bench": bench, "sha256": sha256_bytes(data), "size": len(data)}, indent=1,
+                      sort_keys=True).encode()
+
+
+def json_object(raw: bytes | None) -> dict | None:
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def parse_record(raw: bytes | None) -> dict | None:
+    """A record as written by encode_record; None when missing or damaged."""
+    record = json_object(raw)
+    if record is None or not isinstance(record.get("bench"), str) or not isinstance(record.get("sha256"), str) \
+            or not isinstance(record.get("size"), int) or not record["bench"].startswith(f"{BENCH_DIR}/"):
+        return None
+    return record
+
+
+def channel_document(kept: Path, entry: ManifestEntry, build_arch: str) -> tuple[str, str, bytes] | None:
+    """(arch, bench path, bytes) for the document benchlog kept beside the build log of `entry`'s package;
+    None when it cannot be read."""
+    document = json_object(kept.read_bytes() if kept.is_file() else None)
+    if document is None:
+        return None
+    arch = architecture_of(document) or build_arch
+    subdir, package = entry.file.split("/", 1)
+    document.update(package=package, subdir=subdir, build=entry.build)
+    return arch, bench_path(arch, entry.file), (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staged = target.with_name(f".{target.name}.{unique_suffix()}.incoming")
+    try:
+        staged.write_bytes(data)
+        give_umask_mode(staged)
+        os.replace(staged, target)  # readers see the old file or the new one, never half of one
+    finally:
+        staged.unlink(missing_ok=True)
+
+
+def keep_in_local_channel(channel_path: Path, kept: Path, entry: ManifestEntry, build_arch: str) -> str | None:
+    """Under the channel lock: the package's benchmark into the local channel, then its record. A rebuilt
+    package's new measurement replaces the old one. Returns the bench path written, or None."""
+    found = channel_document(kept, entry, build_arch)
+    if found is None:
+        return None
+    arch, bench, data = found
+    write_atomically(channel_path / bench, data)
+    write_atomically(channel_path / record_path(arch, entry.file), encode_record(bench, data))
+    return bench
+
+
+@dataclass
+class Bench:
+    """One benchmark result a channel records for a package file."""
+
+    arch: str
+    path: str  # bench/<arch>/<stem>.json
+    record: str  # its record's path
+    data: bytes
+
+
+def keep_copy(channel_path: Path, bench: Bench, package_file: str) -> None:
+    """A result another channel records (a cache channel's), into the local channel with its record."""
+    write_atomically(channel_path / bench.path, bench.data)
+    write_atomically(channel_path / record_path(bench.arch, package_file), encode_record(bench.path, bench.data))
+
+
+def recorded_in(store: Store, package_file: str) -> list[Bench]:
+    """The whole benchmark results a channel (the local one, when publishing) records for a package file."""
+    found = []
+    prefix = f"{LOOKUP_DIR}/{package_file}.bench"
+    for relpath in store.list(prefix) or []:
+        if not relpath.endswith(RECORD_SUFFIX):
+            continue
+        record = parse_record(store.read(relpath))
+        data = store.read(record["bench"]) if record else None
+        if data is not None and sha256_bytes(data) == record["sha256"]:
+            arch = relpath[len(prefix) + 1:-len(RECORD_SUFFIX)]
+            found.append(Bench(arch, record["bench"], relpath, data))
+    return found
+
+
+def all_records(store: Store) -> list[str] | None:
+    """Every bench record a channel holds (relative paths); None when the store cannot list (HTTP)."""
+    listed = store.list(LOOKUP_DIR)
+    return None if listed is None else [p for p in listed if p.endswith(RECORD_SUFFIX) and ".bench/" in p]
+
+
+def package_of_record(relpath: str) -> str:
+    """subdir/file of the package a record belongs to."""
+    return relpath[len(LOOKUP_DIR) + 1:relpath.rindex(".bench/")]

@@ -1,0 +1,238 @@
+"""Issue 25, items 1-3: every compiled output links against the stack's sysroot (`stdlib("c")`), every
+repackaged binary wheel requires the glibc its manylinux tag promises (or the stack's bound where it promises
+none), and every output names an SPDX license and its license files. Checked on every rendered output of
+every architecture on both PyTorch paths, and on real packages built here: a repackaged manylinux wheel and a
+compiled-like recipe, read back (info/licenses/, index.json) and solved on a machine with an older glibc."""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+from rattler.exceptions import SolverError
+from rattler_build import Stage0Recipe, VariantConfig
+
+from orchestrate import diagnose, glibc
+from orchestrate.prebuilt import ORIGIN_PREBUILT_WHEEL, ORIGIN_PYPI_WHEEL, Prebuilt
+from orchestrate.pypi_table import Entry, fill_recipe, load_table
+from prebuilt_helpers import make_wheel
+from stack import detected_virtual_packages, package_info, solve_with
+from test_recipes import ARCHS, PATHS, REPO, SHARED_PINS, plan_for
+
+STACK_GLIBC = SHARED_PINS["c_stdlib_version"][0]
+# how ${{ compiler('c') }} / ${{ compiler('cxx') }} and ${{ stdlib('c') }} render for linux-64
+COMPILERS = {"gcc_linux-64", "gxx_linux-64"}
+SYSROOT = f"sysroot_linux-64 {STACK_GLIBC}.*"
+GLIBC_SPEC = re.compile(r"^__glibc >=([\d.]+)$")
+
+
+def _specs(section) -> list[str]:
+    return [s for s in section or [] if isinstance(s, str)]
+
+
+def _glibc_floors(output) -> set[str]:
+    run = _specs((output.rendered.get("requirements") or {}).get("run"))
+    return {m.group(1) for m in map(GLIBC_SPEC.match, run) if m}
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_compiled_output_links_against_the_stacks_sysroot(arch, path):
+    compiled = 0
+    for step in plan_for(arch, PATHS[path]).steps:
+        build = _specs((step.output.rendered.get("requirements") or {}).get("build"))
+        if {s.split()[0] for s in build} & COMPILERS:
+            compiled += 1
+            assert SYSROOT in build, f"{step.output.label}: compilers without ${{{{ stdlib('c') }}}} ({build})"
+    assert compiled  # both paths compile something (flash-attn, vllm, ...)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_repackaged_binary_wheel_requires_the_glibc_its_file_promises(arch, path):
+    table = load_table(REPO / "variants")
+    pypi_files = {e.name: e.file for e in table.entries.values() if not e.noarch}
+    repacks = 0
+    for step in plan_for(arch, PATHS[path]).steps:
+        floors, name = _glibc_floors(step.output), step.output.name
+        if step.origin == ORIGIN_PYPI_WHEEL:
+            expected = {glibc.wheel_floor(pypi_files[name])} if name in pypi_files else set()
+        elif step.origin == ORIGIN_PREBUILT_WHEEL:
+            # the lock records AMD's files as linux_x86_64 (no manylinux promise): the stack's bound
+            expected = {STACK_GLIBC}
+        else:
+            continue
+        repacks += bool(expected)
+        assert floors == expected, f"{step.output.label}: run requires __glibc {floors or 'nothing'}, not {expected}"
+    assert repacks >= 4  # the PyPI binary wheels at least; AMD's on the prebuilt path
+
+
+@pytest.mark.parametrize("filename, floor", [
+    ("xgrammar-0.2.8-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl", "2.27"),
+    ("oss_harmony-0.0.11-cp38-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "2.17"),
+    ("old-1.0-cp312-cp312-manylinux1_x86_64.whl", "2.5"),
+    ("torch-2.14.0+rocm10.1.0-cp312-cp312-linux_x86_64.whl", None),  # AMD's: promises nothing
+    ("pure-1.0-py3-none-any.whl", None),
+    ("rocm-10.1.0.tar.gz", None),
+])
+def test_a_wheels_glibc_floor_is_its_lowest_manylinux_tag(filename, floor):
+    assert glibc.wheel_floor(filename) == floor
+    assert glibc.floor_or_bound(filename, SHARED_PINS) == (floor or STACK_GLIBC)
+
+
+def test_a_locked_manylinux_file_sets_its_packages_floor(tmp_path):
+    """Should AMD publish a manylinux-tagged torch, the lock's file name alone moves pytorch-base's bound."""
+    shutil.copy(REPO / "variants/prebuilt.yaml", tmp_path)
+    index = yaml.safe_load((REPO / "variants/prebuilt.yaml").read_text())["index"]
+    name = f"torch-{SHARED_PINS['prebuilt_pytorch_version'][0]}+rocm{SHARED_PINS['rocm_sdk_version'][0]}-cp312-cp312-manylinux_2_35_x86_64.whl"
+    (tmp_path / "prebuilt-lock.yaml").write_text(yaml.safe_dump({"index": index, "artifacts": {
+        "torch": {"file": name, "url": index + "torch/" + name, "sha256": "a" * 64}}}))
+    keys = Prebuilt.load(tmp_path).variant_keys({**SHARED_PINS, "torch_device_family": [""]}, "gfx942")
+    assert keys["torch_glibc"] == "2.35" and keys["torch_sha256"] == "a" * 64
+    assert keys["triton_glibc"] == STACK_GLIBC  # not locked: the stack's bound
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_output_names_an_spdx_license_and_its_license_files(arch, path):
+    for step in plan_for(arch, PATHS[path]).steps:
+        about = step.output.rendered.get("about") or {}
+        try:
+            canonicalize_license_expression(str(about.get("license") or ""))
+        except InvalidLicenseExpression:
+            pytest.fail(f"{step.output.label}: about.license {about.get('license')!r} is not an SPDX expression")
+        assert about.get("license_file"), f"{step.output.label} names no license file"
+
+
+def test_the_repository_is_bsd_3_clause_and_says_so_in_pyproject():
+    assert (REPO / "LICENSE").read_text().startswith("BSD 3-Clause License")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "BSD-3-Clause" and project["license-files"] == ["LICENSE"]
+
+
+# --- real packages ----------------------------------------------------------------------------------
+
+STAND_INS = """
+schema_version: 1
+outputs:
+  # runs the interpreter running the tests: the wheel installer needs only the standard library
+  - package: {{name: python, version: "3.12.0"}}
+    build:
+      noarch: generic
+      script:
+        - mkdir -p $PREFIX/bin
+        - printf '#!/bin/sh\\nexec {python} "$@"\\n' > $PREFIX/bin/python
+        - chmod +x $PREFIX/bin/python
+  - package: {{name: gcc_linux-64, version: "14.2.0"}}
+    build: {{noarch: generic, script: [echo]}}
+  # conda-forge's sysroot exports exactly this to what links against it (linux-sysroot-feedstock meta.yaml)
+  - package: {{name: sysroot_linux-64, version: "{glibc}"}}
+    build: {{noarch: generic, script: [echo]}}
+    requirements:
+      run_exports:
+        strong:
+          - __glibc >={glibc},<3.0.a0
+"""
+
+COMPILED = """
+package: {name: demo-compiled, version: "1.0"}
+build:
+  number: 0
+  script:
+    - mkdir -p $PREFIX/lib
+    - printf '\\177ELF stub' > $PREFIX/lib/libdemo.so
+requirements:
+  build:
+    - ${{ compiler('c') }}
+    - ${{ stdlib('c') }}
+about:
+  license: BSD-3-Clause
+  license_file: LICENSE
+"""
+
+
+def pypi_recipe(recipes: Path, wheel: Path) -> Path:
+    """The real recipes/pypi, filled (as the orchestrator does) for one local binary wheel."""
+    folder = recipes / wheel.stem
+    shutil.copytree(REPO / "recipes/pypi", folder)
+    entry = Entry(wheel.name.split("-")[0].replace("_", "-"), wheel.name.split("-")[0], "1.0", wheel.name,
+                  wheel.as_uri(), hashlib.sha256(wheel.read_bytes()).hexdigest(), noarch=False, depends=(), license="MIT")
+    template = yaml.safe_load((folder / "recipe.yaml").read_text())
+    (folder / "recipe.yaml").write_text(yaml.safe_dump(fill_recipe(template, entry), sort_keys=False))
+    return folder / "recipe.yaml"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Into one channel: the stand-ins, the real recipes/pypi filled for a manylinux_2_27 binary wheel, and a
+    compiled-like recipe, both rendered with the real variants/shared.yaml."""
+    tmp = tmp_path_factory.mktemp("glibc")
+    out = tmp / "channel"
+    (tmp / "stand-ins").mkdir()
+    (tmp / "stand-ins/recipe.yaml").write_text(STAND_INS.format(python=sys.executable, glibc=STACK_GLIBC))
+    Stage0Recipe.from_file(tmp / "stand-ins/recipe.yaml").run_build(output_dir=out)
+    config = VariantConfig.from_file(str(REPO / "variants/shared.yaml"))
+
+    wheel = make_wheel(tmp / "wheels", "demo-bin", "1.0", "cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64",
+                       {"demo_bin/__init__.py": "", "demo_bin/_core.so": b"\x7fELF stub"})
+    recipes = tmp / "recipes"
+    (recipes / "_shared").mkdir(parents=True)
+    shutil.copy(REPO / "recipes/_shared/install_wheels.py", recipes / "_shared")
+    (recipes / "compiled").mkdir()
+    (recipes / "compiled/recipe.yaml").write_text(COMPILED)
+    shutil.copy(REPO / "LICENSE", recipes / "compiled")
+    for recipe in (pypi_recipe(recipes, wheel), recipes / "compiled/recipe.yaml"):
+        [variant] = Stage0Recipe.from_file(recipe).render(config)
+        variant.run_build(output_dir=out, channels=[out.as_uri()])
+    packages = {}
+    for name in ("demo-bin", "demo-compiled"):
+        [packages[name]] = (out / "linux-64").glob(f"{name}-1.0-*.conda")
+    return out, packages, recipes, config
+
+
+def test_the_repackaged_wheel_carries_its_license_and_requires_its_glibc_floor(built):
+    _, packages, *_ = built
+    index, licenses = package_info(packages["demo-bin"])
+    assert "__glibc >=2.27" in index["depends"]  # the wheel's lowest manylinux tag
+    assert licenses == {"wheel-licenses/demo_bin-1.0.dist-info/licenses/LICENSE": b"synthetic license of demo-bin\n"}
+    assert index["license"] == "MIT"
+
+
+def test_the_compiled_package_requires_the_sysroots_glibc(built):
+    _, packages, *_ = built
+    index, licenses = package_info(packages["demo-compiled"])
+    assert f"__glibc >={STACK_GLIBC},<3.0.a0" in index["depends"]  # the sysroot's run_exports
+    assert licenses == {"LICENSE": (REPO / "LICENSE").read_bytes()}
+
+
+def test_an_older_glibc_cannot_install_them_and_the_solve_error_names_glibc(built, monkeypatch):
+    out, *_ = built
+    monkeypatch.setenv("CONDA_OVERRIDE_GLIBC", "2.17")
+    for package, bound in (("demo-bin", "2.27"), ("demo-compiled", STACK_GLIBC)):
+        with pytest.raises(SolverError) as refused:
+            solve_with(out, [package], detected_virtual_packages())
+        assert f"__glibc >={bound}" in str(refused.value), refused.value  # names the glibc it needs
+    monkeypatch.setenv("CONDA_OVERRIDE_GLIBC", STACK_GLIBC)
+    names = {r.name.normalized for r in solve_with(out, ["demo-bin", "demo-compiled"], detected_virtual_packages())}
+    assert {"demo-bin", "demo-compiled"} <= names
+
+
+def test_a_wheel_without_a_license_file_fails_its_build_in_one_line_saying_so(built, tmp_path):
+    out, _, recipes, config = built
+    wheel = tmp_path / "bare_bin-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:  # a dist-info with no license file in it
+        archive.writestr("bare_bin/__init__.py", "")
+        archive.writestr("bare_bin-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: bare-bin\nVersion: 1.0\n")
+        archive.writestr("bare_bin-1.0.dist-info/RECORD", "")
+    [variant] = Stage0Recipe.from_file(pypi_recipe(recipes, wheel)).render(config)
+    with pytest.raises(Exception) as failed:
+        variant.run_build(output_dir=tmp_path / "out", channels=[out.as_uri()])
+    line = diagnose.explain(str(failed.value), [], "bare-bin")
+    assert line.startswith("no license file was found for bare-bin") and "about.license_file" in line, line

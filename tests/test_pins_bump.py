@@ -1,0 +1,211 @@
+"""`orchestrate pins --bump [--write]` in a loopback upstream world (tests/upstream_world.py): PyPI's JSON API
+and its files, AMD's index, git repositories with tags and raw files at tags, all on 127.0.0.1."""
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+import yaml
+
+from orchestrate.cli import main
+from upstream_world import World, bump_workspace, sha256, snapshot
+
+TORCH_GROUP_215 = {"vllm": ("0.33.0", "0.34.0"), "pytorch": ("2.14.1", "2.15.0"), "triton": ("3.8.0", "3.9.0"),
+                   "aotriton": ("0.13b", "0.14b"), "torchvision": ("0.29.1", "0.30.0"),
+                   "torchaudio": ("2.11.0", "2.12.0"), "rocm-sdk": ("10.1.0", "10.2.0"),
+                   "pytorch-amd": ("2.14.0", "2.15.0"), "triton-amd": ("3.8.0", "3.9.0"),
+                   "torchvision-amd": ("0.29.0a0", "0.30.0a0"), "torchaudio-amd": ("2.11.0.3", "2.12.0.1")}
+VLLM_033_RULE = "vllm 0.33.0 requires torch==2.14.0 (vllm-0.33.0-py3-none-any.whl METADATA (range read))"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    found = World(tmp_path_factory.mktemp("world"))
+    yield found
+    found.close()
+
+
+@pytest.fixture
+def workspace(world, tmp_path, monkeypatch):
+    monkeypatch.delenv("ORCHESTRATE_AMD_INDEX", raising=False)
+    world.baseline()
+    return bump_workspace(world, tmp_path / "ws")
+
+
+def bump(capsys, world: World, workspace, *args: str):
+    capsys.readouterr()
+    code = main(["pins", "--workspace", str(workspace), "--bump", "--timeout", "5", "--pypi-url", world.pypi_url,
+                 "--git-base", str(world.git_base), "--raw-base", world.raw_base, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def rows(out: str) -> dict[str, dict]:
+    return {row["name"]: row for row in json.loads(out)}
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, workspace, capsys):
+    world.torch_215()
+    world.aiter_release()
+    before = snapshot(workspace)
+    code, out, err = bump(capsys, world, workspace, "--json", "--write")
+    assert code == 0, out + err
+    found = rows(out)
+    assert {name: (r["pinned"], r["to"]) for name, r in found.items() if r["decision"] == "moves"} == \
+        {**TORCH_GROUP_215, "aiter": ("0.1.20.post1", "0.1.21"), "flydsl": ("0.3.1", "0.5.0")}
+    assert all(found[name]["group"] == "torch" and found[name]["files"] for name in TORCH_GROUP_215)
+    # PyPI's JSON says vLLM 0.34.0 wants torch 2.14.0; its wheel's METADATA (read by range requests) says 2.15.0
+    assert "vllm 0.34.0 requires torch==2.15.0 (vllm-0.34.0-py3-none-any.whl METADATA (range read))" in found["pytorch"]["reason"]
+    assert any("vllm-0.34.0" in path for path in world.ranges)
+    assert found["triton"]["reason"].startswith("torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl METADATA")
+    assert "pytorch/pytorch cmake/External/aotriton.cmake at v2.15.0" in found["aotriton"]["reason"]
+    assert found["pytorch"]["notes_url"] == "https://github.com/pytorch/pytorch/releases/tag/v2.15.0"
+
+    after = snapshot(workspace)
+    shared = after["variants/shared.yaml"]
+    assert 'pytorch_version: ["2.15.0"]' in shared and 'rocm_sdk_version: ["10.2.0"]' in shared
+    assert [line for line in shared.splitlines() if line.startswith("#")] == \
+           [line for line in before["variants/shared.yaml"].splitlines() if line.startswith("#")]  # comments kept
+    archive = world.files["/github/pytorch/pytorch/releases/download/v2.15.0/pytorch-v2.15.0.tar.gz"]
+    assert f"sha256: {sha256(archive)}" in after["recipes/pytorch-rocm/recipe.yaml"]
+    assert sha256(world.files["/github/pytorch/vision/archive/refs/tags/v0.30.0.tar.gz"]) in after["recipes/torchvision-rocm/recipe.yaml"]
+    vllm_sdist = world.files["/files/vllm-0.34.0.tar.gz"]
+    assert f"vllm_sdist_sha256: {sha256(vllm_sdist)}" in after["recipes/vllm/recipe.yaml"]
+    assert yaml.safe_load(after["recipes/vllm/recipe.yaml"])["context"]["triton_kernels_commit"] == "c" * 40
+    triton = yaml.safe_load(after["recipes/triton-rocm/recipe.yaml"])["context"]
+    assert triton["triton_commit"] == world.commits["triton-3.9"] and triton["llvm_commit"] == "b" * 40
+    assert yaml.safe_load(after["recipes/aotriton/recipe.yaml"])["context"]["aotriton_commit"] == world.commits["aotriton-0.14b"]
+    lock = yaml.safe_load(after["variants/prebuilt-lock.yaml"])["artifacts"]
+    assert lock["torch"]["file"] == "torch-2.15.0+rocm10.2.0-cp312-cp312-linux_x86_64.whl"
+    assert lock["torch"]["sha256"] == sha256(lock["torch"]["file"].encode())  # the index's #sha256= fragment
+    assert "+gitabcdef12.rocm" in after["variants/prebuilt.yaml"]
+    aiter = yaml.safe_load(after["recipes/aiter/recipe.yaml"])["context"]
+    assert aiter["aiter_commit"] == world.commits["aiter-v0.1.21"] and aiter["ck_commit"] == world.commits["ck-1.4"]
+    flydsl = yaml.safe_load(after["variants/pypi.yaml"])["packages"]["flydsl"]
+    assert flydsl["version"] == "0.5.0" and flydsl["sha256"] == sha256(world.files["/files/flydsl-0.5.0-py3-none-any.whl"])
+    assert 'flydsl_version: ["0.5.0"]' in after["variants/shared.yaml"]
+    changed = {path for path in after if after[path] != before[path]}
+    assert changed == {f for r in found.values() for f in r["files"]}
+    assert found["aiter"]["files"] == ["recipes/aiter/recipe.yaml", "variants/pypi.yaml", "variants/shared.yaml"]
+    assert not any(path.startswith(("recipes/flash-attn", "recipes/composable-kernel")) for path in changed)
+
+    code, out, _ = bump(capsys, world, workspace, "--json", "--write")  # a second run changes nothing
+    assert code == 0 and snapshot(workspace) == after
+    assert not [name for name, r in rows(out).items() if r["decision"] == "moves"]
+
+    # the moved set plans on both PyTorch paths (bump-prove's proofs plan every architecture; two here, for time)
+    for arch in ("gfx1151", "gfx942"):
+        for path in ("prebuilt", "source"):
+            capsys.readouterr()
+            code = main(["plan", "--workspace", str(workspace), "--arch", arch, "--no-source-channels", "-q",
+                         "--variant", f"pytorch_from={path}"])
+            out, err = capsys.readouterr()
+            assert code == 0 and "pytorch" in out and "2.15.0" in out, out + err
+
+
+def test_a_failed_download_holds_the_group_and_writes_none_of_it(world, workspace, capsys):
+    world.torch_215()
+    del world.files["/github/pytorch/audio/archive/refs/tags/v2.12.0.tar.gz"]
+    before = snapshot(workspace)
+    code, out, _ = bump(capsys, world, workspace, "--json", "--write")
+    found = rows(out)
+    for name in TORCH_GROUP_215:
+        assert found[name]["decision"] == "held" and found[name]["files"] == []
+        assert "cannot download" in found[name]["reason"] and "v2.12.0.tar.gz" in found[name]["reason"]
+        assert "nothing of the torch group was written" in found[name]["reason"]
+    assert snapshot(workspace) == before
+
+
+def test_torch_is_held_while_no_vllm_allows_it(world, workspace, capsys):
+    world.torch_215(vllm_allows=False)
+    world.pypi("conch-triton-kernels", "1.3", [])
+    before = snapshot(workspace)
+    code, out, _ = bump(capsys, world, workspace, "--json")
+    found = rows(out)
+    assert code == 0
+    # a PyPI repack moves within what vLLM's ROCm build installs (its sdist's requirements/rocm.txt)
+    assert found["conch-triton-kernels"]["decision"] == "held" and \
+        "vllm-0.33.0.tar.gz requirements/rocm.txt requires conch-triton-kernels==1.2.1" in found["conch-triton-kernels"]["reason"]
+    for name in ("pytorch", "triton", "aotriton", "torchvision", "torchaudio", "rocm-sdk"):
+        assert found[name]["decision"] == "held" and VLLM_033_RULE in found[name]["reason"], found[name]
+    assert "torchvision 0.30.0 requires torch==2.15.0" in found["torchvision"]["reason"]
+    assert "AMD's ROCm 10.2.0 ships torch 2.15.0+rocm10.2.0" in found["rocm-sdk"]["reason"]
+    assert found["vllm"]["decision"] == "current"
+    assert snapshot(workspace) == before  # no --write: no file changes
+
+    code, out, _ = bump(capsys, world, workspace)
+    line = next(line for line in out.splitlines() if line.startswith("pytorch "))
+    assert f"held at 2.14.1: {VLLM_033_RULE}" in line
+
+
+def test_a_flash_attn_commit_that_breaks_our_patch_holds_its_group(world, workspace, capsys):
+    world.pypi("flash-attn", "2.9.0", ["torch"])
+    before = snapshot(workspace)
+    code, out, _ = bump(capsys, world, workspace, "--json", "--write")
+    found = rows(out)
+    for name in ("flash-attn", "composable-kernel"):
+        assert found[name]["decision"] == "held" and found[name]["files"] == []
+        assert "patch 0001-use-preinstalled-aiter-and-ck.patch no longer applies to flash-attn 2.9.0" in found[name]["reason"]
+    assert code == 0 and snapshot(workspace) == before
+
+
+def test_an_unreachable_upstream_leaves_its_group_unwritten_and_the_result_partial(world, workspace, capsys, monkeypatch):
+    world.torch_215()
+    monkeypatch.setenv("ORCHESTRATE_AMD_INDEX", f"http://127.0.0.1:{closed_port()}/")
+    before = snapshot(workspace)
+    code, out, _ = bump(capsys, world, workspace, "--json", "--write")
+    found = rows(out)
+    assert code == 3
+    assert found["rocm-sdk"]["decision"] == "unknown" and "cannot reach http://127.0.0.1:" in found["rocm-sdk"]["reason"]
+    for name in ("pytorch", "vllm", "triton", "torchvision"):
+        assert found[name]["decision"] == "held" and "the torch group moves whole and rocm-sdk could not be read" \
+            in found[name]["reason"]
+    assert snapshot(workspace) == before
+
+
+def test_a_held_pin_stays_with_its_reason(world, workspace, capsys):
+    world.pypi("torchvision", "0.29.2", ["torch==2.14.1"])
+    code, out, _ = bump(capsys, world, workspace, "--json")
+    assert rows(out)["torchvision"]["decision"] == "moves"
+    shared = workspace / "variants" / "shared.yaml"
+    shared.write_text(shared.read_text().replace('torchvision_version: ["0.29.1"]',
+                                                 'torchvision_version: ["0.29.1"]  # hold: waiting for the ABI check'))
+    before = snapshot(workspace)
+    docs = workspace / "docs" / "versions.md"
+    docs.parent.mkdir()
+    docs.write_text("# Versions\n<!-- checked-against-upstream:start -->\nold\n<!-- checked-against-upstream:end -->\nafter\n")
+    report = workspace / "report.md"
+    code, out, _ = bump(capsys, world, workspace, "--json", "--write", "--report", str(report), "--docs")
+    row = rows(out)["torchvision"]
+    assert code == 0 and row["decision"] == "held" and row["hold"] == "waiting for the ABI check"
+    assert row["reason"].startswith("hold: waiting for the ABI check") and snapshot(workspace) == before
+    assert "torchvision" in report.read_text()  # the PR body (orchestrate/bump/report.py renders it)
+    block = docs.read_text().split("<!-- checked-against-upstream:start -->")[1].split("<!-- checked-against-upstream:end -->")[0]
+    assert "torchvision" in block and "old" not in block and docs.read_text().endswith("after\n")
+
+
+def test_pins_reads_vllms_torch_from_the_wheel_not_the_json_api(world, workspace, capsys):
+    """The report's fixes: PyPI's JSON API answered torch==2.13.0 for vLLM 0.33.0, whose wheel METADATA says
+    2.14.0; AMD's index is compared with the prebuilt torch pin; an unlocked artifact says so."""
+    world.pypi("vllm", "0.33.0", ["torch==2.14.0"], json_requires=["torch==2.13.0"])
+    capsys.readouterr()
+    main(["pins", "--workspace", str(workspace), "--timeout", "5", "--pypi-url", world.pypi_url,
+          "--git-base", str(world.git_base)])
+    out = capsys.readouterr().out
+    coupling = next(line for line in out.splitlines() if line.startswith("vllm <-> pytorch"))
+    assert "needs torch==2.14.0 (vllm-0.33.0-py3-none-any.whl metadata)" in coupling and "2.13.0" not in coupling
+    assert "torch 2.14.*+rocm10.1.*" in out and "2.14.0+rocm10.1.0" in out and "2.14.1+rocm" not in out
+    assert "sha256:00000000" not in out and "(not locked: `orchestrate pins --lock`)" in out
+
+
+def test_bump_options_without_bump_are_a_usage_error(capsys):
+    capsys.readouterr()
+    assert main(["pins", "--write"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --write work with --bump only: add --bump"

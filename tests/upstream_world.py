@@ -1,0 +1,316 @@
+"""A loopback "upstream world" for `orchestrate pins --bump`, on 127.0.0.1 only.
+
+One HTTP server plays PyPI's JSON API (which may disagree with the files), the files themselves (wheels
+with their own METADATA, sdists, release archives; every file answers Range requests), AMD's index (PEP 503
+pages with #sha256= fragments) and raw files at a git ref (read from real git repositories in a tmp folder,
+which are also --git-base). `bump_workspace` copies the project's recipes, variants and patches and points
+their upstream addresses at the world. A test starts from `baseline()` (upstream as our pins have it) and
+publishes what it needs on top."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import shutil
+import subprocess
+import tarfile
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+ARCHS = [a["name"] if isinstance(a, dict) and "name" in a else a
+         for a in yaml.safe_load((REPO / "variants" / "architectures.yaml").read_text())["architectures"]]
+FAMILIES = {"gfx1100": "gfx110x", "gfx1101": "gfx110x", "gfx1150": "gfx115x", "gfx1151": "gfx115x",
+            "gfx1200": "gfx12-0", "gfx1201": "gfx12-0"}
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@localhost", "PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"}
+PYTHON_TAG = "cp312"
+# the ROCm/triton commit each vLLM sdist's docker/Dockerfile.rocm names (0.33.0's is the recipe's)
+TRITON_KERNELS = {"0.33.0": "669b31acc1dd1b3fd93286afd5db67f65d9f7557", "0.34.0": "c" * 40}
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={**GIT_ENV, "HOME": str(cwd)}).stdout.strip()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def make_wheel(name: str, version: str, requires: list[str], padding: int = 0) -> bytes:
+    """A wheel whose only real content is its METADATA (deflated, like pip's wheels); `padding` bytes of
+    incompressible data first push the directory away from the start."""
+    buffer = io.BytesIO()
+    dist = f"{name.replace('-', '_')}-{version}.dist-info"
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        if padding:
+            archive.writestr(zipfile.ZipInfo(f"{name.replace('-', '_')}/blob.bin"), hashlib.sha512(version.encode()).digest()
+                             * (padding // 64))
+        archive.writestr(f"{name.replace('-', '_')}/__init__.py", "")
+        archive.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: {name}\n"
+                         + "".join(f"Requires-Dist: {line}\n" for line in requires))
+        archive.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    return buffer.getvalue()
+
+
+def make_tarball(folder: str, files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{folder}/{path}")
+            info.size, info.mtime = len(data), 0
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def preimage(patch: str) -> dict[str, str]:
+    """Files a patch applies to: each file's hunks' context and removed lines, in order (git apply finds
+    hunks at an offset), so an upstream tree in the world can take our real patches."""
+    files: dict[str, list[str]] = {}
+    current = None
+    for line in patch.splitlines():
+        if line == "-- ":  # git format-patch's signature
+            break
+        if line.startswith("--- "):
+            current = line[len("--- a/"):] if line.startswith("--- a/") else None
+            if current:
+                files.setdefault(current, [])
+        elif current and not line.startswith(("+++", "@@", "diff ", "index ", "\\")) and line[:1] in (" ", "-", ""):
+            files[current].append(line[1:])
+    return {path: "\n".join(lines) + "\n" for path, lines in files.items()}
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's naming)
+        world: World = self.server.world
+        path = self.path.split("?")[0]
+        body, status, content_type = world.answer(path)
+        if body is None:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        ranged = re.match(r"bytes=(\d*)-(\d*)$", self.headers.get("Range", ""))
+        if ranged and status == 200:
+            start, end = ranged.groups()
+            size = len(body)
+            first = size - int(end) if not start else int(start)
+            last = size - 1 if not start or not end else min(int(end), size - 1)
+            first = max(first, 0)
+            world.ranges.append(path)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
+            body = body[first:last + 1]
+        else:
+            self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class World:
+    def __init__(self, root: Path):
+        self.root = root
+        self.git_base = root / "git"
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.world = self
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.pypi_url, self.raw_base, self.amd_index = f"{self.url}/pypi", f"{self.url}/raw", f"{self.url}/amd/"
+        self.ranges: list[str] = []
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.commits: dict[str, str] = {}
+        self._make_repositories()
+        self.baseline()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # ---- HTTP ----
+
+    def answer(self, path: str) -> tuple[bytes | None, int, str]:
+        if path in self.files:
+            return self.files[path], 200, "application/octet-stream"
+        if path.startswith("/pypi/") and path in self.json:
+            return json.dumps(self.json[path]).encode(), 200, "application/json"
+        if path.startswith("/amd/"):
+            project = path[len("/amd/"):].strip("/")
+            if project in self.amd:
+                links = "".join(f'<a href="/amd-files/{name}#sha256={digest}">{name}</a>\n'
+                                for name, digest in self.amd[project])
+                return f"<html><body>\n{links}</body></html>".encode(), 200, "text/html"
+        if path.startswith("/raw/"):
+            owner, repo, ref, file = path[len("/raw/"):].split("/", 3)
+            try:
+                return git("show", f"{ref}:{file}", cwd=self.git_base / owner / repo).encode() + b"\n", 200, "text/plain"
+            except subprocess.CalledProcessError:
+                return None, 404, ""
+        return None, 404, ""
+
+    # ---- publishing ----
+
+    def baseline(self) -> None:
+        """Upstream as our pins have it: every pinned release, nothing newer."""
+        self.json: dict[str, dict] = {}
+        self.files: dict[str, bytes] = {}
+        self.amd: dict[str, list[tuple[str, str]]] = {}
+        self.ranges.clear()
+        aiter = self.git_base / "ROCm" / "aiter"
+        if "v0.1.21" in git("tag", cwd=aiter).split():
+            git("tag", "-d", "v0.1.21", cwd=aiter)
+        self.pypi("torch", "2.14.1", ["triton~=3.8.0", "filelock"])
+        self.pypi("triton", "3.8.0", [])
+        self.pypi("vllm", "0.33.0", ["torch==2.14.0", "torchaudio==2.11.0"], rocm_requires=["conch-triton-kernels==1.2.1"])
+        self.pypi("torchvision", "0.29.1", ["torch==2.14.1"])
+        self.pypi("torchaudio", "2.11.0", ["torch==2.14.1"])
+        self.pypi("flash-attn", "2.8.3.post2", ["torch"])
+        self.pypi("amd-aiter", "0.0.1.dev1", [])
+        self.pypi("flydsl", "0.3.1", ["numpy"])
+        for entry in yaml.safe_load((REPO / "variants" / "pypi.yaml").read_text())["packages"].values():
+            if entry["pypi"] != "flydsl":
+                self.pypi(entry["pypi"], str(entry["version"]), [])
+        self.rocm("10.1.0", torch="2.14.0", triton="3.8.0+git675c5987", torchvision="0.29.0a0", torchaudio="2.11.0.3")
+
+    def pypi(self, name: str, version: str, requires: list[str], json_requires: list[str] | None = None,
+             rocm_requires: list[str] | None = None, padding: int = 0) -> None:
+        """A release with a Linux wheel (its METADATA says `requires`; PyPI's JSON says `json_requires`, by
+        default the same) and an sdist (PKG-INFO and, for vLLM, requirements/rocm.txt)."""
+        document = self.json.setdefault(f"/pypi/{name}/json", {"info": {"name": name}, "releases": {}})
+        document["info"].update({"version": version, "requires_dist": json_requires if json_requires is not None else requires})
+        underscored = name.replace("-", "_")
+        wheel_name = f"{underscored}-{version}-py3-none-any.whl" if name != "torch" else \
+            f"{underscored}-{version}-{PYTHON_TAG}-{PYTHON_TAG}-manylinux_2_28_x86_64.whl"
+        wheel = make_wheel(name, version, requires, padding)
+        sdist_name = f"{name}-{version}.tar.gz"
+        sdist = make_tarball(f"{name}-{version}", {
+            "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                        + "".join(f"Requires-Dist: {line}\n" for line in requires),
+            "requirements/common.txt": "regex\n",
+            "requirements/rocm.txt": "-r common.txt\n" + "".join(f"{line}\n" for line in rocm_requires or []),
+            "docker/Dockerfile.rocm": f"ARG ROCM_TRITON_KERNELS_COMMIT={TRITON_KERNELS.get(version, '0' * 40)}\n"})
+        self.files[f"/files/{wheel_name}"], self.files[f"/files/{sdist_name}"] = wheel, sdist
+        document["releases"][version] = [
+            {"filename": wheel_name, "url": f"../../files/{wheel_name}", "yanked": False, "digests": {"sha256": sha256(wheel)}},
+            {"filename": sdist_name, "url": f"../../files/{sdist_name}", "yanked": False, "digests": {"sha256": sha256(sdist)}}]
+
+    def rocm(self, version: str, torch: str, triton: str, torchvision: str, torchaudio: str) -> None:
+        """A ROCm release on AMD's index with its PyTorch set (file names as AMD's index has them)."""
+        def add(project: str, filename: str) -> None:
+            self.amd.setdefault(project, []).append((filename, sha256(filename.encode())))
+        add("rocm", f"rocm-{version}.tar.gz")
+        for part in ("core", "libraries", "devel"):
+            add(f"rocm-sdk-{part}", f"rocm_sdk_{part}-{version}-py3-none-linux_x86_64.whl")
+        wheel = f"+rocm{version}-{PYTHON_TAG}-{PYTHON_TAG}-linux_x86_64.whl"
+        add("torch", f"torch-{torch}{wheel}")
+        add("triton", f"triton-{triton}.rocm{version}-{PYTHON_TAG}-{PYTHON_TAG}-linux_x86_64.whl")
+        add("torchvision", f"torchvision-{torchvision}{wheel}")
+        add("torchaudio", f"torchaudio-{torchaudio}{wheel}")
+        for arch in ARCHS:
+            add(f"rocm-sdk-device-{arch}", f"rocm_sdk_device_{arch}-{version}-py3-none-linux_x86_64.whl")
+            add(f"amd-torch-device-{arch}", f"amd_torch_device_{arch}-{torch}{wheel}")
+            add(f"amd-torchvision-device-{arch}", f"amd_torchvision_device_{arch}-{torchvision}{wheel}")
+        for family in sorted(set(FAMILIES.values())):
+            add(f"amd-torch-device-{family}", f"amd_torch_device_{family.replace('-', '_')}-{torch}{wheel}")
+
+    def archive(self, path: str, content: str) -> bytes:
+        """A release archive (GitHub's), served at /github/<path>."""
+        data = make_tarball("src", {"README": content})
+        self.files[f"/github/{path}"] = data
+        return data
+
+    def torch_215(self, vllm_allows: bool = True, json_disagrees: bool = True) -> None:
+        """ROCm 10.2 with torch 2.15 on AMD's index, torch 2.15.0 and its companions on PyPI and GitHub, and
+        (vllm_allows) a vLLM 0.34.0 whose wheel METADATA requires torch==2.15.0 (its JSON says 2.14.0)."""
+        self.rocm("10.2.0", torch="2.15.0", triton="3.9.0+gitabcdef12", torchvision="0.30.0a0", torchaudio="2.12.0.1")
+        self.pypi("torch", "2.15.0", ["triton==3.9.0", "filelock"], json_requires=["triton==3.8.0"])
+        self.pypi("triton", "3.9.0", [])
+        self.pypi("torchvision", "0.30.0", ["torch==2.15.0"])
+        self.pypi("torchaudio", "2.12.0", ["torch==2.15.0"])
+        self.archive("pytorch/pytorch/releases/download/v2.15.0/pytorch-v2.15.0.tar.gz", "torch 2.15.0")
+        self.archive("pytorch/vision/archive/refs/tags/v0.30.0.tar.gz", "vision 0.30.0")
+        self.archive("pytorch/audio/archive/refs/tags/v2.12.0.tar.gz", "audio 2.12.0")
+        if vllm_allows:
+            self.pypi("vllm", "0.34.0", ["torch==2.15.0", "torchaudio==2.12.0"],
+                      json_requires=["torch==2.14.0"] if json_disagrees else None,
+                      rocm_requires=["conch-triton-kernels==1.2.1"], padding=70000)
+
+    def aiter_release(self) -> None:
+        """aiter v0.1.21: its setup.py pins flydsl 0.5.0 (on PyPI), its CK submodule moves to CK 1.4."""
+        git("tag", "-a", "-m", "v0.1.21", "v0.1.21", self.commits["aiter-v0.1.21"], cwd=self.git_base / "ROCm" / "aiter")
+        self.pypi("flydsl", "0.5.0", ["numpy>=1.26"])
+
+    # ---- git ----
+
+    def _commit(self, repo: str, files: dict[str, str], gitlinks: dict[str, str] | None = None,
+                tag: str | None = None) -> str:
+        folder = self.git_base / repo
+        if not folder.is_dir():
+            folder.mkdir(parents=True)
+            git("init", "-q", cwd=folder)
+        for path, text in files.items():
+            (folder / path).parent.mkdir(parents=True, exist_ok=True)
+            (folder / path).write_text(text)
+            git("add", path, cwd=folder)
+        for path, commit in (gitlinks or {}).items():
+            git("update-index", "--add", "--cacheinfo", f"160000,{commit},{path}", cwd=folder)
+        git("commit", "-q", "--allow-empty", "-m", tag or "commit", cwd=folder)
+        if tag:
+            git("tag", "-a", "-m", tag, tag, cwd=folder)
+        return git("rev-parse", "HEAD", cwd=folder)
+
+    def _make_repositories(self) -> None:
+        c = self.commits
+        c["ck-1.3"] = self._commit("ROCm/composable_kernel", {"CMakeLists.txt": "set(version 1.3.0)\n"})
+        c["ck-1.4"] = self._commit("ROCm/composable_kernel", {"CMakeLists.txt": "set(version 1.4.0)\n"})
+        c["aiter-v0.1.11"] = self._commit("ROCm/aiter", {"setup.py": 'FLYDSL_VERSION = "flydsl==0.2.0"\n'}, tag="v0.1.11")
+        c["aiter-v0.1.20.post1"] = self._commit("ROCm/aiter", {"setup.py": 'FLYDSL_VERSION = "flydsl==0.3.1"\n'},
+                                                {"3rdparty/composable_kernel": c["ck-1.3"]}, tag="v0.1.20.post1")
+        c["aiter-v0.1.21"] = self._commit("ROCm/aiter", {"setup.py": 'FLYDSL_VERSION = "flydsl==0.5.0"\n'},
+                                          {"3rdparty/composable_kernel": c["ck-1.4"]})  # tagged by aiter_release()
+        c["aotriton-0.13b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n"}, tag="0.13b")
+        gfx908 = preimage((REPO / "patches" / "aotriton" / "0001-gfx908-experimental-target.patch").read_text())
+        c["aotriton-0.14b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n", **gfx908}, tag="0.14b")
+        c["triton-3.8"] = self._commit("triton-lang/triton", {"cmake/llvm-hash.txt": "a" * 40 + "\n"})
+        c["triton-3.9"] = self._commit("triton-lang/triton", {"cmake/llvm-hash.txt": "b" * 40 + "\n"})
+        for version, triton, aotriton in (("2.14.1", "triton-3.8", "0.13b"), ("2.15.0", "triton-3.9", "0.14b")):
+            c[f"pytorch-v{version}"] = self._commit("pytorch/pytorch", {
+                ".ci/docker/ci_commit_pins/triton.txt": c[triton] + "\n",
+                "cmake/External/aotriton.cmake": f'  set(__AOTRITON_VER "{aotriton}")\n'
+                                                 f'  set(__AOTRITON_CI_COMMIT "{c["aotriton-" + aotriton]}")\n'},
+                tag=f"v{version}")
+        c["flash-attn-v2.9.0"] = self._commit("Dao-AILab/flash-attention", {"setup.py": "# rewritten upstream\n"},
+                                              {"csrc/composable_kernel": c["ck-1.4"]}, tag="v2.9.0")
+
+
+def bump_workspace(world: World, target: Path) -> Path:
+    """recipes/, variants/ and patches/ of the project, with every upstream address pointing at the world,
+    the aiter commit at the world's v0.1.20.post1 tag and the prebuilt lock read from the world's index."""
+    for folder in ("recipes", "variants", "patches"):
+        shutil.copytree(REPO / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for recipe in (target / "recipes").glob("*/recipe.yaml"):
+        text = recipe.read_text().replace("https://github.com/", f"{world.url}/github/")
+        text = text.replace("https://pypi.org/packages/source/v/vllm/", f"{world.url}/files/")
+        recipe.write_text(text)
+    aiter = target / "recipes" / "aiter" / "recipe.yaml"
+    real = yaml.safe_load(aiter.read_text())["context"]["aiter_commit"]
+    aiter.write_text(aiter.read_text().replace(real, world.commits["aiter-v0.1.20.post1"]))
+    for name in ("prebuilt.yaml", "prebuilt-lock.yaml"):
+        path = target / "variants" / name
+        path.write_text(path.read_text().replace("https://stable.repo.amd.com/rocm/whl-next/", world.amd_index))
+    return target
+
+
+def snapshot(workspace: Path) -> dict[str, str]:
+    return {str(p.relative_to(workspace)): p.read_text() for folder in ("recipes", "variants")
+            for p in sorted((workspace / folder).rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
