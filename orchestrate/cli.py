@@ -13,8 +13,10 @@ from .architectures import ArchitectureTable, stale_variant_files, write_variant
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
-from .options import ARCH_ENV, DEFAULT_CHANNEL, Options, find_workspace, options_from_args
+from .options import (ARCH_ENV, DEFAULT_CHANNEL, Options, count, days, existing_folder, find_workspace, folder,
+                      options_from_args)
 from .share import COMMANDS as SHARING
+from .share import shared_channel
 from .share.page.command import COMMAND as PAGE
 from .sources import SourceCache
 from .ui import Reporter, format_duration
@@ -22,9 +24,17 @@ from .ui import Reporter, format_duration
 SHARE_COMMANDS = [*SHARING, PAGE]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line like every other error (the usage is a --help away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
 def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
-    parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
-    parser.add_argument("--channel", type=Path, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
+    parser.add_argument("--workspace", type=existing_folder,
+                        help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
     parser.add_argument("--arch", help=f"GPU architecture, e.g. gfx1151 (default: ${ARCH_ENV}, else detected)")
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
                         help="override a variant key, e.g. --variant aotriton_mi100_fa=true")
@@ -32,18 +42,18 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
                         help="channel for dependencies that are not ours (repeatable; default: conda-forge)")
     parser.add_argument("--no-source-channels", action="store_true", help="use no channel but the local one")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines, no progress")
-    parser.add_argument("--source-cache", type=Path, metavar="DIR",
+    parser.add_argument("--source-cache", type=folder, metavar="DIR",
                         help="the source cache every build shares (default: <workspace>/.orchestrate/sources; "
                              "a shared folder or network mount works)")
     if build:
         parser.add_argument("--keep-going", "-k", action="store_true",
                             help="after a failure, still build every package that does not need it")
         parser.add_argument("--dry-run", "-n", action="store_true", help="show what would be built, build nothing")
-        parser.add_argument("--jobs", "-j", type=int, help="MAX_JOBS for compiles (default: from cores and memory)")
+        parser.add_argument("--jobs", "-j", type=count, help="MAX_JOBS for compiles (default: from cores and memory)")
         parser.add_argument("--compiler-launcher", choices=["", "ccache", "sccache"], default=None,
                             help="compiler cache the build scripts put in front of the compilers")
         parser.add_argument("--no-tests", action="store_true", help="skip the recipes' test sections")
-        parser.add_argument("--cache-channel", action="append", default=[], metavar="URL",
+        parser.add_argument("--cache-channel", action="append", default=[], metavar="URL", type=shared_channel,
                             help="take a package with the same input hash from this channel instead of building")
         parser.add_argument("--offline", action="store_true",
                             help="build from the source cache only (fill it first with `orchestrate fetch`)")
@@ -52,7 +62,7 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="orchestrate", description=__doc__.strip() if __doc__ else None)
+    parser = Parser(prog="orchestrate", description=__doc__.strip() if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="the build order and what each package needs")
     _common(plan)
@@ -77,16 +87,16 @@ def make_parser() -> argparse.ArgumentParser:
     fetch.add_argument("packages", nargs="*", metavar="PKG")
     clean = sub.add_parser("clean", help="remove failed builds' work folders (and old superseded packages)")
     _common(clean)
-    clean.add_argument("--superseded", type=float, metavar="DAYS",
+    clean.add_argument("--superseded", type=days, metavar="DAYS",
                        help="also remove superseded packages set aside more than DAYS days ago")
     for name in ("list", "status"):
         listing = sub.add_parser(name, help="what the channel holds, per architecture")
         _common(listing)
     variants = sub.add_parser("variants", help="check or regenerate variants/<arch>.yaml from the table")
-    variants.add_argument("--workspace", type=Path)
+    variants.add_argument("--workspace", type=existing_folder)
     variants.add_argument("--write", action="store_true", help="rewrite the generated variant files")
     detect = sub.add_parser("detect", help="print this machine's AMD GPU architecture")
-    detect.add_argument("--workspace", type=Path)
+    detect.add_argument("--workspace", type=existing_folder)
     doctor_parser = sub.add_parser("doctor", help="is this machine ready to build and run the stack? one line per check")
     _common(doctor_parser)
     doctor.add_arguments(doctor_parser)
@@ -337,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(handler, args, reporter: Reporter) -> int:
     try:
-        return handler(args, reporter)
+        with stops.armed():
+            return handler(args, reporter)
     except UserError as exc:
         reporter.error(f"error: {exc}")
         return exc.exit_code

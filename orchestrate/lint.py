@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 from . import pypi_table
 from .architectures import SHARED_VARIANTS_FILE, ArchitectureTable
 from .errors import UserError
-from .options import Options, find_workspace
+from .options import Options, existing_folder, find_workspace
 from .prebuilt import PYTORCH_FROM
 from .recipes import Output, discover, load_recipe_yaml, render_all, variant_config
 from .runner import unlocked_urls
@@ -325,7 +325,8 @@ def _relative(path: Path, workspace: Path) -> str:
 
 # -- the command -------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--workspace", type=existing_folder,
+                        help="folder with recipes/ and variants/ (default: found from here)")
     choice = parser.add_mutually_exclusive_group()
     choice.add_argument("--arch", help="render for this architecture only (default: every architecture)")
     choice.add_argument("--all-archs", action="store_true", help="every architecture in the table (the default)")

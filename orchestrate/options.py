@@ -91,6 +91,97 @@ def default_max_jobs(cores: int | None = None, free_gib: float | None = None) ->
     return max(1, min(cores, by_memory))
 
 
+# -- arguments, checked where they are parsed (argparse's type=): one checker per kind, for every flag of
+# that kind. argparse prefixes the flag ("argument --jobs/-j: "); each message names the value and the fix.
+URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.+)")
+CHANNEL_SCHEMES = ("file", "http", "https", "s3")  # where a conda client (pixi, rattler) reads a channel from
+
+
+def count(text: str) -> int:
+    """How many things at once (--jobs): a whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more: pass e.g. 8, or leave "
+                                         "the option out for its default")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port to listen on: 1-65535, or 0 for any free one."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: pass a whole number from 1 to 65535 "
+                                         "(0: any free port)")
+    return value
+
+
+def _number(text: str, lowest: float, above: bool) -> float | None:
+    """`text` as a finite number at or above (strictly above) `lowest`, else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    fits = value > lowest if above else value >= lowest
+    return value if fits and value != float("inf") else None
+
+
+def seconds(text: str) -> float:
+    """A time limit: a number of seconds above 0."""
+    value = _number(text, 0, above=True)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time limit: pass a number of seconds above 0, e.g. 30")
+    return value
+
+
+def days(text: str) -> float:
+    """An age: a number of days, 0 or more."""
+    value = _number(text, 0, above=False)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days: pass 0 or more, e.g. 30")
+    return value
+
+
+def location(*schemes: str, folders: bool = True):
+    """A checker for a place given as a URL with one of `schemes`, or as a folder (which may not exist
+    yet, but is not a file) unless `folders` is False. With no scheme, a folder only, as a Path. A colon
+    before the first slash without `://` ('::::', 'https:/host', 'host:8000/x') is a URL written wrong."""
+    def check(text: str):
+        url = URL.fullmatch(text)
+        if url and url[1].lower() in schemes:
+            return text
+        urls = f"a URL ({', '.join(s + '://' for s in schemes)})"
+        wanted = f"{urls} or a folder" if schemes and folders else urls if schemes else "a folder"
+        if url:
+            why = f": {url[1]}:// is not taken here" if schemes else " is a URL"
+            raise argparse.ArgumentTypeError(f"{text!r}{why}: pass {wanted}")
+        if not folders:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a URL: pass {wanted}")
+        path = Path(text).expanduser()
+        if not text or (":" in text.split("/")[0] and not path.is_dir()):
+            raise argparse.ArgumentTypeError(f"{text!r} is neither a folder nor a URL: pass {wanted}")
+        if path.exists() and not path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder: pass {wanted}")
+        return text if schemes else Path(text)
+    return check
+
+
+folder = location()
+
+
+def existing_folder(text: str) -> Path:
+    """The workspace: a folder that is there already."""
+    path = folder(text)
+    if not path.expanduser().is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist: pass the folder with recipes/ and variants/")
+    return path
+
+
 def load_config(workspace: Path) -> dict:
     path = workspace / CONFIG_FILE
     if not path.exists():
@@ -143,7 +234,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         keep_going=getattr(args, "keep_going", False),
         dry_run=getattr(args, "dry_run", False),
         quiet=args.quiet,
-        max_jobs=getattr(args, "jobs", None) or config.get("max_jobs"),
+        max_jobs=getattr(args, "jobs", None) or count_from(config, "max_jobs", workspace, "cores and memory"),
         compiler_launcher=(getattr(args, "compiler_launcher", None) or config.get("compiler_launcher", "")),
         run_tests=not getattr(args, "no_tests", False),
         source_cache=_source_cache(args, config, workspace),
@@ -163,10 +254,15 @@ def package_format_from(config: dict, workspace: Path) -> str:
 
 
 def compression_threads_from(config: dict, workspace: Path) -> int | None:
-    value = config.get("compression_threads")
+    return count_from(config, "compression_threads", workspace, "all cores")
+
+
+def count_from(config: dict, key: str, workspace: Path, default: str) -> int | None:
+    """orchestrate.toml's `key`, a whole number of 1 or more (--jobs's rule, for the file), or None."""
+    value = config.get(key)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise UserError(f"{workspace / CONFIG_FILE}: compression_threads = {value!r} is not a positive whole "
-                        "number: write e.g. compression_threads = 4, or leave it out for all cores")
+        raise UserError(f"{workspace / CONFIG_FILE}: {key} = {value!r} is not a positive whole "
+                        f"number: write e.g. {key} = 4, or leave it out for {default}")
     return value
 
 

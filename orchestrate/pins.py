@@ -26,7 +26,7 @@ from . import prebuilt as amd
 from . import web
 from .architectures import ArchitectureTable
 from .errors import UserError
-from .options import ARCH_ENV, Options, find_workspace
+from .options import ARCH_ENV, Options, existing_folder, find_workspace, seconds
 from .sources import ZERO_SHA256, Source
 from .ui import Reporter
 from .yaml_files import read_mapping
@@ -68,13 +68,14 @@ class Lookup:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--workspace", type=existing_folder,
+                        help="folder with recipes/ and variants/ (default: found from here)")
     parser.add_argument("--arch", help=f"architecture whose rendered sources to show (default: ${ARCH_ENV}, else the "
                                        "table's first; only rocm-sdk's tarball differs between architectures)")
     parser.add_argument("--pypi-url", help=f"PyPI JSON API base (default: ${PYPI_URL_ENV}, else {DEFAULT_PYPI_URL})")
     parser.add_argument("--git-base", help=f"where OWNER/REPO git repositories are (URL or folder; default: "
                                            f"${GIT_BASE_ENV}, else {DEFAULT_GIT_BASE})")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per lookup (default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT, help="seconds per lookup (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines")
     parser.add_argument("--lock", action="store_true",

@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 from . import glibc, web
 from .architectures import SHARED_VARIANTS_FILE
 from .errors import UserError
-from .options import find_workspace
+from .options import existing_folder, find_workspace, seconds
 from .pypi_table import SHA256, Entry, Table, load_table
 from .yaml_files import read_mapping
 
@@ -139,12 +139,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="pypi_command", required=True)
     add = sub.add_parser("add", help="write or refresh a variants/pypi.yaml entry from PyPI (file, sha256, dependencies)")
     add.add_argument("requirement", metavar="NAME==VERSION")
-    add.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
+    add.add_argument("--workspace", type=existing_folder,
+                     help="folder with recipes/ and variants/ (default: found from here)")
     add.add_argument("--conda-name", help="the conda package name (default: the normalized PyPI name, or the "
                                           "table's `names` mapping)")
     add.add_argument("--version-key", help="a variants/shared.yaml key that pins the same version (e.g. flydsl_version)")
     add.add_argument("--pypi-url", help=f"PyPI JSON API base (default: ${web.PYPI_URL_ENV}, else {web.DEFAULT_PYPI_URL})")
-    add.add_argument("--timeout", type=float, default=DOWNLOAD_TIMEOUT, help="seconds per download (default: %(default)s)")
+    add.add_argument("--timeout", type=seconds, default=DOWNLOAD_TIMEOUT, help="seconds per download (default: %(default)s)")
     add.add_argument("--quiet", "-q", action="store_true")
 
 

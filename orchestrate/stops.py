@@ -17,17 +17,24 @@ waits for (`supervise`, called first thing by the launcher):
 - the worker's Python handler raises Stopped where that is safe: at once in our own code; at the end of
   a `zone` otherwise (FOREIGN: inside py-rattler-build, where an exception is swallowed; CRITICAL: adding
   a package to the channel, which must complete). The command then prints the line and exits 128+signal.
+  It raises only while the command runs (`armed`), and only once per stop: before, while Python imports
+  and parses (where an exception can land in an import lock's callback and be printed, not raised),
+  nothing is done yet, so the line is printed and the process ends at once (`exit_now`, AT_ONCE); after,
+  the command is done and a stop changes nothing. A Stopped that Python swallowed anyway (raised inside
+  a weakref callback or a __del__) is not printed but raised again at the next safe instruction.
 The worker keeps the supervisor informed through a shared page: the zone it is in, whether it has
 printed the line, and the line's text as it would read now.
 """
 from __future__ import annotations
 
+import _thread
 import ctypes
 import mmap
 import os
 import signal
 import struct
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,6 +49,8 @@ EXIT_AFTER_S = 4.0  # the worker must have stopped by then, or the supervisor en
 SAME_STOP_S = 0.5  # signals this close to the first are the same stop, not a second Ctrl-C
 PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 36, 1
 PAGE = 4096  # shared page: zone, reported, text length (2 bytes), text
+AT_ONCE, HOLD, RAISE = "at once", "hold", "raise"  # what a stop does: _on_signal says
+BEFORE_START = "before anything was done"
 
 
 class Stopped(BaseException):
@@ -64,24 +73,38 @@ class _State:
         self.done: Callable[[], str] = lambda: ""  # what the command has done that stays, for the line
         self.resume = "run the same command again to continue"
         self.reported = False
+        self.mode = HOLD
+        self.raised = False  # a stop raises Stopped once; the signals that follow it are the same stop
+        self.exiting = False
         self.shared: mmap.mmap | None = None  # the page the supervisor reads
         self.supervisor: int | None = None
 
 
 _state = _State()
 _previous_handlers: dict | None = None
+_previous_unraisable_hook = None
 
 
 # -- the worker (and any in-process caller of cli.main) -------------------------------------------------
-def install() -> bool:
-    """Take over SIGINT and SIGTERM in this process (main thread only); False when already installed."""
-    global _previous_handlers
+def start(held: list[int]) -> None:
+    """The launcher's first call: from here until the command runs, a stop prints the line and ends the
+    process at once (`held`: the signals the launcher's first handler kept while this module loaded)."""
+    install(AT_ONCE)
+    if held:
+        exit_now(held[0], BEFORE_START)
+
+
+def install(mode: str = HOLD) -> bool:
+    """Take over SIGINT and SIGTERM in this process (main thread only); False when already installed.
+    HOLD (in-process callers): a stop before the command runs is kept until `armed` raises it."""
+    global _previous_handlers, _previous_unraisable_hook
     if _previous_handlers is not None:
         return False
-    _previous_handlers = {s: signal.signal(s, _on_signal) for s in SIGNALS}
     shared, supervisor = _state.shared, _state.supervisor
     _state.__init__()
-    _state.shared, _state.supervisor = shared, supervisor
+    _state.shared, _state.supervisor, _state.mode = shared, supervisor, mode
+    _previous_unraisable_hook, sys.unraisablehook = sys.unraisablehook, _on_unraisable
+    _previous_handlers = {s: signal.signal(s, _on_signal) for s in SIGNALS}
     return True
 
 
@@ -92,7 +115,22 @@ def uninstall() -> None:
         return
     for signum, handler in _previous_handlers.items():
         signal.signal(signum, handler)
+    sys.unraisablehook = _previous_unraisable_hook
     _previous_handlers = None
+
+
+@contextmanager
+def armed():
+    """The command itself: a stop raises Stopped in it (the caller reports it). Once it returned, a stop
+    changes nothing: what it did is done."""
+    _state.mode = RAISE
+    try:
+        if _state.signum is not None and not _state.raised:  # kept while HOLD (in-process callers)
+            _state.raised = True
+            raise Stopped(_state.signum)
+        yield
+    finally:
+        _state.mode = HOLD
 
 
 def supervisor_pid() -> int | None:
@@ -119,6 +157,7 @@ def zone(kind: str, in_flight: str = ""):
     finally:
         _state.zone = outer
     if _state.signum is not None and outer is None:
+        _state.raised = True
         raise Stopped(_state.signum)
     _state.in_flight = outer_flight
     _publish()
@@ -141,17 +180,60 @@ def report_once() -> bool:
 
 
 def exit_now(signum: int, note: str = "") -> None:
-    """Print the stop line and end the process at once (a stop before the command started)."""
-    sys.stderr.write(line(signum) + (f" ({note})" if note else "") + "\n")
-    sys.stderr.flush()
+    """Print the stop line and end the process at once (a stop before the command started). A signal that
+    comes meanwhile (the supervisor passing on the same Ctrl-C) is the same stop: it returns here at once,
+    and the first call prints the line, once, and ends the process."""
+    if _state.exiting:  # no call between this test and the next line, so no handler runs in between
+        return
+    _state.exiting = True
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    if report_once():
+        text = (line(signum) + (f" ({note})" if note else "") + "\n").encode(errors="replace")
+        while text:  # os.write: sys.stderr may be in the middle of a write this signal interrupted
+            try:
+                text = text[os.write(2, text):]
+            except OSError:
+                break
     os._exit(128 + signum)
 
 
 def _on_signal(signum: int, frame) -> None:
     if _state.signum is None:
         _state.signum = signum
-    if _state.zone is None and not _state.reported:
+    if _state.mode == AT_ONCE:
+        exit_now(_state.signum, BEFORE_START)
+    elif _state.mode == RAISE and _state.zone is None and not _state.raised and not _state.reported:
+        if _inside(frame, _on_unraisable.__code__):  # raised here, it would be printed and lost
+            _raise_again_soon(signum)
+            return
+        _state.raised = True
         raise Stopped(_state.signum)
+
+
+def _on_unraisable(unraisable) -> None:
+    """A Stopped that Python swallowed (raised inside an import lock's weakref callback, a __del__, the gc):
+    raise it again once the main thread is back in code where it propagates, instead of printing it."""
+    if isinstance(unraisable.exc_value, Stopped):
+        _state.raised = False
+        _raise_again_soon(unraisable.exc_value.signum)
+        return
+    (_previous_unraisable_hook or sys.__unraisablehook__)(unraisable)
+
+
+def _raise_again_soon(signum: int) -> None:
+    """Run the handler again in a moment: from another thread, because a handler asked for from this one
+    runs at its next instruction, still inside the hook."""
+    timer = threading.Timer(0.01, _thread.interrupt_main, (signum,))
+    timer.daemon = True
+    timer.start()
+
+
+def _inside(frame, code) -> bool:
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _rest_of_line() -> str:
@@ -187,8 +269,8 @@ def supervise() -> None:
         if os.getppid() != parent:
             os._exit(1)
         _set_child_subreaper(False)
+        install(AT_ONCE)  # the launcher's start() did it; a caller without it gets it here
         _state.shared, _state.supervisor = shared, parent
-        install()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [*SIGNALS, signal.SIGCHLD])
         return
     _supervise(worker, shared)

@@ -140,3 +140,67 @@ def test_bad_variant_override(orchestrate):
     assert_one_line_error(orchestrate("plan", "--arch", "gfx1151", "--variant", "nonsense"), "KEY=VALUE")
     assert_one_line_error(orchestrate("plan", "--arch", "gfx1151", "--variant", "colour=red"),
                           "unknown variant key 'colour'")
+
+
+# Each bad argument is refused where it is parsed (orchestrate/options.py: one checker per kind), before
+# anything runs: argparse's usage-error exit 2, one line that names the value and what to pass instead.
+BAD_ARGUMENTS = {
+    "no jobs": (["build-all", "--arch", "gfx1151", "--jobs", "0"], "'0'"),
+    "negative jobs": (["build-all", "--arch", "gfx1151", "-j", "-3"], "'-3'"),
+    "jobs not a number": (["build", "rocm-sdk", "--arch", "gfx1151", "--jobs", "four"], "'four'"),
+    "port too high": (["serve", "--port", "99999"], "'99999'"),
+    "negative port": (["serve", "--port", "-1"], "'-1'"),
+    "channel neither folder nor URL": (["consumer-manifest", "--channel", "::::"], "'::::'"),
+    "channel URL no client reads": (["consumer-manifest", "--channel", "ftp://host/stack"], "ftp://"),
+    "channel that is a file": (["consumer-manifest", "--channel", "a-file"], "'a-file'"),
+    "publish target without //": (["publish", "--to", "s3:team/stack"], "'s3:team/stack'"),
+    "verify source without //": (["verify", "--from", "https:/host/stack"], "'https:/host/stack'"),
+    "cache channel host without scheme": (["build-all", "--arch", "gfx1151", "--cache-channel", "cache:8000/stack"],
+                                          "'cache:8000/stack'"),
+    "S3 endpoint without scheme": (["verify", "--from", "s3://team/stack", "--s3-endpoint-url", "minio:9000"],
+                                   "'minio:9000'"),
+    "local channel given a URL": (["build-all", "--arch", "gfx1151", "--channel", "https://host/stack"],
+                                  "'https://host/stack'"),
+    "workspace that is a file": (["plan", "--workspace", "a-file"], "'a-file'"),
+    "workspace that does not exist": (["pins", "--workspace", "no-such-folder"], "'no-such-folder'"),
+    "source cache that is a file": (["fetch", "--source-cache", "a-file"], "'a-file'"),
+    "page target without //": (["page", "--to", "s3:team/stack"], "'s3:team/stack'"),
+    "page install URL no client reads": (["page", "--url", "ftp://host/stack"], "ftp://"),
+    "lint workspace that does not exist": (["lint", "--workspace", "no-such-folder"], "'no-such-folder'"),
+    "negative age": (["clean", "--superseded", "-1"], "'-1'"),
+    "age not a number": (["clean", "--superseded", "nan"], "'nan'"),
+    "no time to look up": (["pins", "--timeout", "0"], "'0'"),
+    "negative download time": (["pypi", "add", "flydsl==0.1", "--timeout", "-5"], "'-5'"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_ARGUMENTS)
+def test_a_bad_argument_is_one_line_and_writes_nothing(workspace, capsys, monkeypatch, name):
+    from orchestrate.cli import main
+
+    arguments, value = BAD_ARGUMENTS[name]
+    monkeypatch.chdir(workspace)
+    (workspace / "a-file").write_text("not a folder")
+    before = sorted(workspace.rglob("*"))
+    with pytest.raises(SystemExit) as stopped:
+        main(arguments)
+    captured = capsys.readouterr()
+    assert stopped.value.code == 2
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
+    assert value in lines[0] and ": pass " in lines[0], lines[0]
+    assert not captured.out
+    assert sorted(workspace.rglob("*")) == before  # no channel, no pixi.toml, no work folder
+    assert not (workspace / "pixi.toml").exists()
+
+
+def test_a_job_count_below_one_in_orchestrate_toml(orchestrate, workspace):
+    with open(workspace / "orchestrate.toml", "a") as config:
+        config.write("max_jobs = 0\n")
+    assert_one_line_error(orchestrate("plan", "--arch", "gfx1151"), "max_jobs = 0", "max_jobs = 4")
+
+
+def test_an_s3_endpoint_without_scheme_from_the_environment(orchestrate, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "minio:9000")
+    assert_one_line_error(orchestrate("verify", "--from", "s3://team/stack"), "'minio:9000'", "$AWS_ENDPOINT_URL",
+                          "http://")

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -150,3 +152,117 @@ def test_a_second_ctrl_c_exits_at_once(workspace):
     assert process.returncode == 130
     assert "second signal: stopped at once" in err
     assert not [int(p) for p in pids_file.read_text().split() if alive(int(p))]
+
+
+# A stop in the first half-second: while Python imports our modules, the supervisor starts, the command
+# parses and plans (issue 25 saw a traceback in up to half of such stops). SIGINT goes to the group (a
+# terminal's Ctrl-C: the supervisor and the worker both get it), SIGTERM to our process alone (docker stop).
+EARLY_OFFSETS_S = [n * 0.05 for n in range(11)]  # 0.00-0.50 s, each with SIGINT and with SIGTERM
+AT_ONCE = 4  # runs at a time: enough to load 2 cores, few enough that the offsets still mean something
+
+
+def session_processes(session: int) -> list[int]:
+    """Live processes of a session (start_new_session: the supervisor's pid), wherever they were re-parented."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split() if entry.isdigit() else []
+        except OSError:
+            continue
+        if fields and int(fields[3]) == session and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def stop_after(workspace: Path, command: str, signum: int, offset_s: float) -> tuple[subprocess.Popen, str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATE_ARCH"}
+    process = subprocess.Popen([sys.executable, "-m", "orchestrate", command, "--arch", ARCH, "-q"], cwd=workspace,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    time.sleep(offset_s)
+    try:
+        if signum == signal.SIGINT:
+            os.killpg(process.pid, signum)
+        else:
+            process.send_signal(signum)
+    except ProcessLookupError:  # a plan can be over already
+        pass
+    out, err = process.communicate(timeout=60)
+    deadline = time.monotonic() + 5  # a build process the supervisor SIGKILLed may take a moment to go
+    while session_processes(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return process, out, err
+
+
+def before_our_code(process: subprocess.Popen, signum: int, err: str) -> bool:
+    """The stop came while the interpreter was still starting, before launch.entry's first instruction: the
+    one moment no code of ours can answer (Python's own KeyboardInterrupt, or death by the signal)."""
+    return process.returncode == -signum or ("KeyboardInterrupt" in err and ", in entry\n" not in err)
+
+
+@contextmanager
+def signals_not_ignored():
+    """A child inherits an ignored signal, and pytest started as a background job ignores SIGINT: a Ctrl-C
+    sent before the child's Python replaced that would be lost (the build goes on), which is not ours."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum, handler in saved.items():
+        if handler == signal.SIG_IGN:
+            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+@pytest.mark.parametrize("command", ["build-all", "plan"])
+def test_a_stop_in_the_first_half_second_is_one_line(tmp_path, command):
+    from stack import make_workspace
+
+    tries = [(make_workspace(tmp_path / str(n)), signum, offset)
+             for n, (offset, signum) in enumerate((o, s) for o in EARLY_OFFSETS_S for s in (signal.SIGINT, signal.SIGTERM))]
+    with signals_not_ignored(), ThreadPoolExecutor(AT_ONCE) as pool:
+        results = list(pool.map(lambda t: stop_after(t[0], command, t[1], t[2]), tries))
+    early = 0
+    for (workspace, signum, offset), (process, out, err) in zip(tries, results):
+        moment = f"{command}, {WORDS[signum]} after {offset:.2f} s"
+        assert not session_processes(process.pid), f"{moment}: processes left behind\n{err}"
+        if before_our_code(process, signum, err):
+            early += 1
+        elif process.returncode == 0:  # finished before the signal came: a plan takes well under a second
+            assert command == "plan" and "Plan for" in out and "Traceback" not in err, f"{moment}\n{err}"
+            assert not [line for line in err.splitlines() if line.startswith(WORDS[signum])], f"{moment}\n{err}"
+        else:
+            assert "Traceback" not in out, f"{moment}\n{out}"
+            assert_stopped_cleanly(process, workspace, signum, err)
+    assert early <= len(tries) // 2, f"{early} of {len(tries)} stops came before our code ran: the test proved little"
+
+
+def test_a_stop_that_python_swallows_is_raised_again_not_printed(capsys):
+    """Raised inside a weakref callback (an import lock's, during a lazy import), Stopped would be printed
+    as "Exception ignored in ..." and lost: the command would go on."""
+    import weakref
+
+    from orchestrate import stops
+
+    class Thing:
+        pass
+
+    def stop_inside_the_callback(_):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10):  # the handler runs at one of these instructions, inside the callback
+            pass
+
+    assert stops.install()
+    try:
+        with pytest.raises(stops.Stopped), stops.armed():
+            thing = Thing()
+            reference = weakref.ref(thing, stop_inside_the_callback)
+            del thing
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                pass
+    finally:
+        stops.uninstall()
+    assert reference() is None
+    assert "Exception ignored" not in capsys.readouterr().err

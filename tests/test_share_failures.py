@@ -136,7 +136,7 @@ def test_auth_store_credentials_reach_s3(built, tmp_path):
 
 
 def test_bad_targets_and_packages(built):
-    assert "unknown target" in one_error_line(publish(built, "ftp://host/channel", {}))
+    assert "ftp:// is not taken here" in one_error_line(publish(built, "ftp://host/channel", {}))
     assert "has no bucket" in one_error_line(publish(built, "s3:///stack", {}))
     assert "read-only over HTTP" in one_error_line(publish(built, f"http://127.0.0.1:{free_port()}/c", {}))
     assert "not in channel" in one_error_line(publish(built, "file:///tmp/unused-target", {}, "no-such-package"))

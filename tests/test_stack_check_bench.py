@@ -118,3 +118,12 @@ def test_plot_is_written_when_matplotlib_is_there(tiny_result, tmp_path, capsys)
         assert "matplotlib not installed" in capsys.readouterr().out and not plot.exists()
     else:
         assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("flag, value", [("--min-reps", "0"), ("--max-reps", "-2"), ("--warmup", "-1"),
+                                         ("--target-ms", "0"), ("--batch-ms", "nan"), ("--threshold", "-0.1")])
+def test_a_setting_that_would_time_nothing_is_refused(capsys, flag, value):
+    with pytest.raises(SystemExit) as stopped:
+        main(["bench", *TINY, flag, value])
+    assert stopped.value.code == exit_codes.USAGE
+    assert f"argument {flag}: '{value}' is not a" in capsys.readouterr().err

@@ -6,7 +6,18 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
-from ..options import DEFAULT_CHANNEL, find_workspace, load_config, options_from_args
+from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, existing_folder, find_workspace, folder, load_config, location,
+                       options_from_args, port)
+
+
+def shared_channel(text: str) -> str:
+    """A channel publish writes, or verify and --cache-channel read: a folder or a URL parse_target knows."""
+    from .targets import PACKAGE_SERVER_SCHEMES
+
+    return location(*CHANNEL_SCHEMES, *PACKAGE_SERVER_SCHEMES)(text)
+
+
+install_channel = location(*CHANNEL_SCHEMES)  # where teammates install from: what pixi reads
 
 
 def _options(args: argparse.Namespace):
@@ -16,8 +27,9 @@ def _options(args: argparse.Namespace):
 
 
 def _local_channel_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
-    parser.add_argument("--channel", type=Path, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
+    parser.add_argument("--workspace", type=existing_folder,
+                        help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines only")
 
 
@@ -27,7 +39,7 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     _local_channel_arguments(parser)
     parser.add_argument("--host", default=DEFAULT_HOST,
                         help=f"address to listen on (default {DEFAULT_HOST}: this machine only; 0.0.0.0: the network)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
+    parser.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
 
 
 def _run_serve(args, reporter) -> int:
@@ -37,7 +49,7 @@ def _run_serve(args, reporter) -> int:
 
 
 def _s3_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--s3-endpoint-url", metavar="URL",
+    parser.add_argument("--s3-endpoint-url", metavar="URL", type=location("http", "https", folders=False),
                         help="S3-compatible endpoint, e.g. http://minio:9000 (default: [s3-options.<bucket>] in "
                              "orchestrate.toml, else $AWS_ENDPOINT_URL, else AWS)")
     parser.add_argument("--s3-region", help="region (default: orchestrate.toml, $AWS_REGION, else us-east-1)")
@@ -51,7 +63,7 @@ def _s3_flags(args) -> dict:
 
 def _publish_arguments(parser: argparse.ArgumentParser) -> None:
     _local_channel_arguments(parser)
-    parser.add_argument("--to", required=True, metavar="TARGET",
+    parser.add_argument("--to", required=True, metavar="TARGET", type=shared_channel,
                         help="file:///dir, s3://bucket/channel, prefix://[host/]channel, quetz://host/channel, "
                              "artifactory://host/channel or anaconda://owner[/label]")
     parser.add_argument("--arch", help="publish only this architecture's packages (and the noarch ones)")
@@ -68,10 +80,10 @@ def _run_publish(args, reporter) -> int:
 
 
 def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--channel", required=True, metavar="URL",
+    parser.add_argument("--channel", required=True, metavar="URL", type=install_channel,
                         help="the shared channel teammates install from (http(s)://, s3://, file://, a path)")
     parser.add_argument("--arch", help="pin the GPU-specific packages to this architecture's builds")
-    parser.add_argument("--workspace", type=Path, help="workspace whose architecture table to use")
+    parser.add_argument("--workspace", type=existing_folder, help="workspace whose architecture table to use")
     parser.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
     parser.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
     parser.add_argument("--force", action="store_true", help="replace an existing --output file")
@@ -101,10 +113,11 @@ def _run_consumer(args, reporter) -> int:
 
 
 def _verify_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--workspace", type=existing_folder,
+                        help="folder with recipes/ and variants/ (default: found from here)")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--channel", type=Path, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
-    where.add_argument("--from", dest="source", metavar="URL",
+    where.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
+    where.add_argument("--from", dest="source", metavar="URL", type=shared_channel,
                        help="a shared channel instead: a folder, file:///dir, s3://bucket/channel or http(s)://")
     parser.add_argument("--quick", action="store_true",
                         help="compare sizes only: no sha256, so nothing is downloaded from a remote channel")

@@ -42,6 +42,9 @@ def s3_options(bucket: str, config: dict, endpoint_url: str | None = None, regio
     A custom endpoint means MinIO/Ceph-like storage, where path-style addressing is the safe default."""
     table = (config.get("s3-options") or {}).get(bucket) or {}
     endpoint = endpoint_url or table.get("endpoint-url") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint and not str(endpoint).startswith(("http://", "https://")):  # botocore's answer is a traceback
+        source = f"[s3-options.{bucket}] endpoint-url in orchestrate.toml" if table.get("endpoint-url") else "$AWS_ENDPOINT_URL"
+        raise UserError(f"S3 endpoint {endpoint!r} from {source} is not an http(s) URL: write e.g. http://minio:9000")
     chosen_region = (region or table.get("region") or os.environ.get("AWS_REGION")
                      or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
     if path_style is None:

@@ -12,20 +12,21 @@ from pathlib import Path
 from ...architectures import ArchitectureTable
 from ...channel import MANIFEST, Channel
 from ...errors import UserError
-from ...options import DEFAULT_CHANNEL, find_workspace, load_config
-from .. import _options, _s3_arguments, _s3_flags
+from ...options import DEFAULT_CHANNEL, existing_folder, find_workspace, folder, load_config
+from .. import _options, _s3_arguments, _s3_flags, install_channel, shared_channel
 from ..store import FolderStore, Store
 from ..targets import parse_target
 from . import build_page
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
+    parser.add_argument("--workspace", type=existing_folder,
+                        help="folder with recipes/ and variants/ (default: found from here)")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--channel", type=Path, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
-    where.add_argument("--to", metavar="URL",
+    where.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
+    where.add_argument("--to", metavar="URL", type=shared_channel,
                        help="a shared channel instead: a folder, file:///dir or s3://bucket/channel")
-    parser.add_argument("--url", help="the address teammates install from, for the page's install snippet "
+    parser.add_argument("--url", type=install_channel, help="the address teammates install from, for the page's install snippet "
                                       "(default: the --to URL; for a local channel, a placeholder)")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines only")
     _s3_arguments(parser)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -14,6 +15,21 @@ EXIT_CODES_HELP = (f"exit codes: {exit_codes.OK} all good (or no GPU, unless --r
                    f"Flash not clearly faster than math (bench --quick --expect-speedup); "
                    f"{exit_codes.USAGE} bad arguments; {exit_codes.NO_GPU} no GPU (check with --require-gpu; bench "
                    f"without --device cpu or --quick)")
+
+
+def at_least(lowest: float, whole: bool = False, above: bool = False):
+    """An argparse type: a number (whole, if `whole`) of `lowest` or more (more than `lowest`, if `above`).
+    A count of 0 repetitions or a time limit of 0 ms would time nothing and report it as a result."""
+    def check(text: str):
+        try:
+            value = int(text) if whole else float(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value < lowest or (above and value == lowest):
+            bound = f"above {lowest:g}" if above else f"of {lowest:g} or more"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'a whole number' if whole else 'a number'} {bound}")
+        return value
+    return check
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,12 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="flash, efficient, math, cudnn, flash-ck, flash_attn (repeatable; default: all there)")
     bench.add_argument("--forward-only", action="store_true")
     bench.add_argument("--device", default="auto", help="auto (the GPU), cuda, cuda:N or cpu")
-    bench.add_argument("--warmup", type=int, default=3, help="untimed runs before timing (default 3)")
-    bench.add_argument("--min-reps", type=int, default=3)
-    bench.add_argument("--max-reps", type=int, default=20)
-    bench.add_argument("--target-ms", type=float, default=200.0,
+    bench.add_argument("--warmup", type=at_least(0, whole=True), default=3, help="untimed runs before timing (default 3)")
+    bench.add_argument("--min-reps", type=at_least(1, whole=True), default=3)
+    bench.add_argument("--max-reps", type=at_least(1, whole=True), default=20)
+    bench.add_argument("--target-ms", type=at_least(0, above=True), default=200.0,
                        help="aim for this much timed work per measurement (default 200)")
-    bench.add_argument("--batch-ms", type=float, default=1.0,
+    bench.add_argument("--batch-ms", type=at_least(0, above=True), default=1.0,
                        help="enqueue enough calls per repetition to keep the GPU busy this long (default 1)")
     bench.add_argument("--output", type=Path, help="write the results as JSON")
     bench.add_argument("--plot", type=Path, help="write a PNG plot of TFLOP/s (needs matplotlib)")
@@ -67,9 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"print speed-ups over a baseline; exit {exit_codes.FAILED} on a regression")
     # Defaults from two back-to-back full runs on one H200: the 106 passes of 1 ms or more agreed within 12%
     # (median ratio 1.00); shorter ones are bound by the host's launch rate and moved by up to 2x.
-    bench.add_argument("--threshold", type=float, default=0.15,
+    bench.add_argument("--threshold", type=at_least(0), default=0.15,
                        help="a pass more than this fraction slower than the baseline regresses (default 0.15)")
-    bench.add_argument("--min-ms", type=float, default=1.0,
+    bench.add_argument("--min-ms", type=at_least(0), default=1.0,
                        help="don't judge passes faster than this in the baseline: host-bound noise (default 1)")
     return parser
 
