@@ -13,7 +13,7 @@ from .architectures import ArchitectureTable, stale_variant_files, write_variant
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
-from .options import ARCH_ENV, DEFAULT_CHANNEL, Options, find_workspace, options_from_args
+from .options import ARCH_ENV, DEFAULT_CHANNEL, Options, find_workspace, load_config, options_from_args
 from .share import COMMANDS as SHARING
 from .share.page.command import COMMAND as PAGE
 from .sources import SourceCache
@@ -197,7 +197,7 @@ def _write_page(channel: Channel, options: Options, reporter: Reporter, changed:
     from .share.channel_page import PAGE_FILES, write_local_page
 
     if channel.is_channel() and (changed or not all((channel.path / name).is_file() for name in PAGE_FILES)):
-        write_local_page(channel.path, options.variants_dir, reporter.error)
+        write_local_page(channel.path, options.variants_dir, load_config(options.workspace), reporter.error)
 
 
 def _caches(options: Options) -> list:

@@ -159,6 +159,31 @@ def test_page_refuses_a_folder_without_a_channel_and_leaves_it_alone(tmp_path, c
     assert "writes to a folder, file:// or s3://" in capsys.readouterr().err
 
 
+def test_page_that_cannot_be_written_is_one_line_and_exit_1(channel, tmp_path, monkeypatch, capsys):
+    import orchestrate.share.page as page
+
+    copy = tmp_path / "channel"
+    shutil.copytree(channel, copy)
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    monkeypatch.setattr(page, "build_page", lambda *args, **kwargs: (_ for _ in ()).throw(OSError("disk on fire")))
+    assert main(["page", "--workspace", str(REPO), "--channel", str(copy)]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "disk on fire" in line and "run `orchestrate page` again" in line and "warning" not in line
+    assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
+
+
+def test_the_install_snippet_of_an_s3_channel_names_its_s3_options_from_orchestrate_toml(channel, tmp_path):
+    from orchestrate.architectures import ArchitectureTable
+    from orchestrate.share.page import build_page
+    from orchestrate.share.store import FolderStore
+
+    config = {"s3-options": {"team": {"endpoint-url": "http://minio.lab:9000", "region": "eu-1"}}}
+    files = build_page(FolderStore(channel), ArchitectureTable.load(REPO / "variants"), channel_url="s3://team/stack",
+                       generated="2026-11-25T16:00:00Z", config=config)
+    snippet = json.loads(files["channel-page.json"])["install"]["pixi_toml"]
+    assert '[workspace.s3-options.team]\nendpoint-url = "http://minio.lab:9000"\nregion = "eu-1"' in snippet
+
+
 # --- in a real browser -------------------------------------------------------------------------------------
 
 needs_chromium = pytest.mark.skipif(
@@ -250,6 +275,10 @@ def test_page_writes_the_page_into_an_s3_channel(channel, tmp_path, monkeypatch,
         data = json.loads(client.get_object(Bucket="team", Key="stack/channel-page.json")["Body"].read())
     assert '<section class="arch" id="arch-gfx942">' in page and "Regression" in section(page, "gfx942")
     assert data["channel_url"] == "s3://team/stack" and len(by_name(data)["gfx1151"]["bench"]["history"]) == 2
+    # pixi reaches the bucket where orchestrate did: the snippet names the same endpoint
+    assert "[workspace.s3-options.team]" in data["install"]["pixi_toml"]
+    assert f'endpoint-url = "{endpoint}"' in data["install"]["pixi_toml"]
+    assert f'endpoint-url = &quot;{endpoint}&quot;' in page
 
 
 def test_a_check_document_counts_as_the_check_and_a_damaged_file_is_named(tmp_path):

@@ -62,7 +62,8 @@ def parse_manifest(raw: bytes | None) -> tuple[dict[str, dict], bool]:
     return {}, False
 
 
-def _parse_json_object(raw: bytes | None) -> dict | None:
+def json_object(raw: bytes | None) -> dict | None:
+    """A JSON object file's contents; None when missing, not JSON or not an object."""
     try:
         data = json.loads(raw) if raw is not None else None
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -72,7 +73,7 @@ def _parse_json_object(raw: bytes | None) -> dict | None:
 
 def read_entry(store, file: str) -> ManifestEntry | None:
     """The lookup entry of one package file; None when there is none or it cannot be used."""
-    raw = _parse_json_object(store.read(entry_path(file)))
+    raw = json_object(store.read(entry_path(file)))
     return parse_entry(raw) if raw is not None else None
 
 
@@ -95,7 +96,7 @@ def read_lookup(store) -> Lookup:
         if file in manifest:
             continue
         raw = store.read(relpath)
-        entry = _parse_json_object(raw)
+        entry = json_object(raw)
         if entry is not None:
             lookup.entries[file] = entry
         elif raw is not None:
