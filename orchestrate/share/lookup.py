@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..channel import MANIFEST, ManifestEntry
+from ..channel import LOOKUP_DIR, MANIFEST, SUBDIRS, ManifestEntry
 
-LOOKUP_DIR = "orchestrate-manifest.d"
 SUFFIX = ".json"
 
 
@@ -102,3 +101,21 @@ def read_lookup(store) -> Lookup:
         elif raw is not None:
             lookup.damaged.append(relpath)
     return lookup
+
+
+def read_index(store) -> tuple[dict[str, dict], list[str]]:
+    """subdir/file -> repodata record for every package the remote index lists, and the index files that
+    do not parse."""
+    listed, damaged = {}, []
+    for subdir in SUBDIRS:
+        raw = store.read(f"{subdir}/repodata.json")
+        if raw is None:
+            continue
+        try:
+            data = json.loads(raw)
+            for key in ("packages", "packages.conda"):
+                for name, record in (data.get(key) or {}).items():
+                    listed[f"{subdir}/{name}"] = record
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            damaged.append(f"{subdir}/repodata.json")
+    return listed, damaged

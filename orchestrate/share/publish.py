@@ -14,21 +14,20 @@ file; whatever a killed publish left undone, running it again completes.
 """
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from .. import stops
-from ..channel import MANIFEST, SUBDIRS, Channel, ManifestEntry, read_provenance, sha256_of
+from ..channel import MANIFEST, Channel, ManifestEntry, read_provenance, sha256_of
 from ..errors import UserError
 from ..options import Options, load_config
 from ..ui import Reporter
 from .bench import Bench, encode_record, parse_record, recorded_in, sha256_bytes
 from .channel_page import PAGE_FILES, write_published_page
 from .lookup import (Lookup, encode_entry, encode_manifest, entry_path, json_object, parse_entry, parse_manifest,
-                     read_entry, read_lookup)
+                     read_entry, read_index, read_lookup)
 from .targets import FolderStore, PackageServer, Store, parse_target
 
 INDEX_ATTEMPTS = 3  # indexes in a row that may each miss our packages before the publish gives up
@@ -49,24 +48,6 @@ def select_entries(channel: Channel, arch: str | None, packages: list[str]) -> l
         raise UserError(f"channel {channel.path} has nothing to publish{f' for {arch}' if arch else ''}: "
                         "run `orchestrate build-all` first")
     return sorted(entries, key=lambda e: e.file)
-
-
-def read_index(store) -> tuple[dict[str, dict], list[str]]:
-    """subdir/file -> repodata record for every package the remote index lists, and the index files that
-    do not parse."""
-    listed, damaged = {}, []
-    for subdir in SUBDIRS:
-        raw = store.read(f"{subdir}/repodata.json")
-        if raw is None:
-            continue
-        try:
-            data = json.loads(raw)
-            for key in ("packages", "packages.conda"):
-                for name, record in (data.get(key) or {}).items():
-                    listed[f"{subdir}/{name}"] = record
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-            damaged.append(f"{subdir}/repodata.json")
-    return listed, damaged
 
 
 def remote_sha256s(store) -> dict[str, str]:

@@ -11,8 +11,7 @@ import re
 from ...architectures import ArchitectureTable, override_hint
 from ..bench import channel_documents
 from ..consumer import channel_for_pixi, render_manifest
-from ..lookup import read_lookup
-from ..publish import read_index
+from ..lookup import read_index, read_lookup
 
 SCHEMA = "rocm-stack/channel-page/1"
 BENCH_SCHEMA = "rocm-stack-check/bench/1"
