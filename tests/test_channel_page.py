@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from orchestrate.cli import main
-from page_helpers import H100_BENCH, SLOWER, chromium, run_chromium, write_channel
+from page_helpers import (CHECK_VERSION, GPU_PACKAGES, H100_BENCH, SLOWER, build_string, chromium, run_chromium,
+                          write_channel)
 from share_helpers import free_port, running
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,9 +57,9 @@ def test_the_page_names_each_architecture_with_its_gpus_stack_and_results(html, 
     assert list(by_name(data)) == ["gfx90a", "gfx942", "gfx1151"]  # the table's order
     gfx942, gfx1151 = section(html, "gfx942"), section(html, "gfx1151")
     assert "AMD Instinct MI300A / MI300X / MI325X" in gfx942 and "Strix Halo" in gfx1151
-    assert "rocm714_gfx942_py312_h0101abcdef_0" in gfx942 and "builder-gfx942" in gfx942
-    assert by_name(data)["gfx942"]["stack"] == {"rocm-stack": "7.14.0", "pytorch": "2.13.0", "flash-attn": "2.8.3",
-                                                "vllm": "0.34.0"}
+    assert build_string("gfx942", 1, 1) in gfx942 and "builder-gfx942" in gfx942
+    assert by_name(data)["gfx942"]["stack"] == {n: GPU_PACKAGES[n] for n in ("rocm-stack", "rocm-sdk", "pytorch",
+                                                                            "flash-attn", "vllm")}
     assert "13.18x" in gfx942 and "21.97x" in gfx942  # the slower run, and the real one in the history
     assert "21.97x" in gfx1151 and "199.8" in gfx1151  # speed-up and TFLOP/s of the real run
     assert "<svg" in gfx942 and "<desc" in gfx942  # the plot, with its words
@@ -289,7 +290,8 @@ def test_a_check_document_counts_as_the_check_and_a_damaged_file_is_named(tmp_pa
     root = write_channel(tmp_path / "channel")
     check = json.loads((REPO / "tests" / "benchmarks" / "results" / "h200-check.json").read_text())
     (root / "bench" / "gfx90a").mkdir()
-    (root / "bench" / "gfx90a" / "rocm-stack-check-0.4.0-rocm714_gfx90a_0.json").write_text(json.dumps(check))
+    stem = f"rocm-stack-check-{CHECK_VERSION}-{build_string('gfx90a', 0, 2)}"
+    (root / "bench" / "gfx90a" / f"{stem}.json").write_text(json.dumps(check))
     (root / "bench" / "gfx90a" / "cut-short.json").write_text('{"schema": "rocm-stack-check/bench/1", "rows": [')
     files = build_page(FolderStore(root), ArchitectureTable.load(REPO / "variants"), channel_url=None,
                        generated="2026-11-25T16:00:00Z")

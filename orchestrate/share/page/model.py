@@ -24,12 +24,13 @@ NOARCH = "noarch"
 PLACEHOLDER_URL = "https://your-server/rocm-stack"
 STACK_PACKAGE = "rocm-stack"
 # What "the stack's versions" means at a glance: the packages a teammate asks about first.
-HEADLINE_PACKAGES = (STACK_PACKAGE, "pytorch", "flash-attn", "vllm")
+HEADLINE_PACKAGES = (STACK_PACKAGE, "rocm-sdk", "pytorch", "flash-attn", "vllm")
 AMDGPU_ARCH_CONSTRAINT = re.compile(r"^__amdgpu_arch\s*==?\s*([0-9][0-9.]*)")
 
 SCHEMA_NOTES = {
     "architectures[]": "one per GPU architecture the channel holds packages or results for",
-    "architectures[].stack": "newest version of rocm-stack, pytorch, flash-attn and vllm, where the channel has them",
+    "architectures[].stack": "newest version of rocm-stack, rocm-sdk (the ROCm release), pytorch, flash-attn and "
+                               "vllm, where the channel has them",
     "architectures[].packages[]": "every package build for that architecture, by name, newest first: name, "
                                   "version, build, file, built_at (UTC, ISO 8601, null if unknown), host and "
                                   "source (which build made it), input_hash",
