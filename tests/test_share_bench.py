@@ -1,5 +1,5 @@
 """Benchmark results travel with their packages into a shared channel, `verify` checks them, and the channel
-has a page at its root that `serve` answers `/` with (issue 26; the page's content is test_page's job).
+has a page at its root that `serve` answers `/` with (issue 26; the page's content is test_channel_page's job).
 
 Two machines (workspaces) build the test graph for gfx1151 and gfx942 with the recipe tests on; the test
 graph's pytorch recipe prints a recorded quick benchmark as the marked line, as the real recipe's
@@ -8,7 +8,6 @@ be slower (a regression) for gfx942. Both publish to one folder on this machine;
 """
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import sys
@@ -22,32 +21,21 @@ from orchestrate.share.bench import bench_path, record_path
 from orchestrate.share.channel_page import PAGE_FILES, write_published_page
 from orchestrate.share.lookup import read_index
 from orchestrate.share.store import FolderStore
+from page_helpers import H100_BENCH, slower_copy
 from share_helpers import REPO, free_port, make_workspace, orchestrate, running
 
 pytestmark = pytest.mark.timeout(240)
-RECORDED = REPO / "tests" / "benchmarks" / "results" / "h100-quick-bench.json"
-SLOWER = 2.5  # the regression: flash takes this much longer on the second machine
 
 
 def recorded_for(arch: str) -> dict:
-    document = json.loads(RECORDED.read_text())
+    document = json.loads(H100_BENCH.read_text())
     document["expect_arch"] = arch
     return document
 
 
 def slower(document: dict) -> dict:
-    """The same run with Flash Attention SLOWER times slower (the math backend unchanged)."""
-    edited = copy.deepcopy(document)
-    edited["created"] = "2026-11-25T14:00:00+00:00"
-    for row in edited["rows"]:
-        for direction in ("forward", "backward"):
-            timing = row.get(direction) or {}
-            if row["backend"] == "flash" and timing.get("status") == "ok":
-                timing["ms"] *= SLOWER
-                timing["tflops"] /= SLOWER
-    for result in edited["speedup"]["results"]:
-        result["speedup"] = round(result["speedup"] / SLOWER, 2)
-    return edited
+    """The same run with the fused backends slower (page_helpers.slower_copy), measured later."""
+    return {**slower_copy(document), "created": "2026-11-25T14:00:00+00:00"}
 
 
 @pytest.fixture(scope="module")
