@@ -169,7 +169,8 @@ def test_page_that_cannot_be_written_is_one_line_and_exit_1(channel, tmp_path, m
     monkeypatch.setattr(page, "build_page", lambda *args, **kwargs: (_ for _ in ()).throw(OSError("disk on fire")))
     assert main(["page", "--workspace", str(REPO), "--channel", str(copy)]) == 1
     [line] = capsys.readouterr().err.strip().splitlines()
-    assert "disk on fire" in line and "run `orchestrate page` again" in line and "warning" not in line
+    assert "disk on fire" in line and "not written" in line and "run `orchestrate page` again" in line
+    assert not line.startswith("warning")
     assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
 
 

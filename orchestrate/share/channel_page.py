@@ -19,13 +19,13 @@ from .s3 import S3Store
 from .store import FolderStore, Store
 
 PAGE_FILES = ("channel-page.json", "index.html")  # the data first: a page never names data that is not there
-AFTER_WARNING = "the channel itself is complete. `orchestrate page` writes it again"
 
 
 def write_page(store: Store, variants_dir: Path, config: dict, channel_url: str | None,
                put: Callable[[str, Callable[[bytes | None], bytes]], None], warn: Callable[[str], None],
-               after: str = AFTER_WARNING) -> bool:
-    """Put each page file, made from what `store` holds; False (after one line for `warn`) when that failed.
+               fatal: bool = False) -> bool:
+    """Put each page file, made from what `store` holds; False (after one line for `warn`) when that failed:
+    a warning beside a build or publish, or, `fatal` (`orchestrate page`), the command's error.
 
     `config` is orchestrate.toml's contents: the install snippet of an S3 channel carries its [s3-options].
     `put(name, make)` writes make(current bytes) as the file: `Store.update` when publishing. On S3 that is a
@@ -48,25 +48,29 @@ def write_page(store: Store, variants_dir: Path, config: dict, channel_url: str 
         return True
     except Exception as exc:  # whatever goes wrong making the page (a stop is no Exception: it goes through)
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        prefix = "warning: " if after == AFTER_WARNING else ""
-        warn(f"{prefix}the channel page at {store.url} was not updated ({reason}); {after}")
+        if fatal:
+            warn(f"the channel page at {store.url} was not written ({reason}): fix that, then run `orchestrate page` "
+                 "again")
+        else:
+            warn(f"warning: the channel page at {store.url} was not updated ({reason}); the channel itself is "
+                 "complete. `orchestrate page` writes it again")
         return False
 
 
 def write_local_page(channel_path: Path, variants_dir: Path, config: dict, warn: Callable[[str], None], *,
-                     channel_url: str | None = None, after: str = AFTER_WARNING) -> bool:
+                     channel_url: str | None = None, fatal: bool = False) -> bool:
     """The local channel's page; call under the channel lock. Without `channel_url` (nobody has said where it
     is served) the install snippet shows a placeholder."""
     def put(name: str, make: Callable[[bytes | None], bytes]) -> None:
         write_atomically(Path(channel_path) / name, make(None))
 
-    return write_page(FolderStore(channel_path), variants_dir, config, channel_url, put, warn, after)
+    return write_page(FolderStore(channel_path), variants_dir, config, channel_url, put, warn, fatal)
 
 
 def write_published_page(store: Store, variants_dir: Path, config: dict, warn: Callable[[str], None], *,
-                         channel_url: str | None = None, after: str = AFTER_WARNING) -> bool:
+                         channel_url: str | None = None, fatal: bool = False) -> bool:
     """A shared channel's page; call inside `store.exclusive`, after indexing. An S3 store's own settings (the
     command's --s3-* flags included) are what its install snippet names."""
     if isinstance(store, S3Store):
         config = {**config, "s3-options": {**(config.get("s3-options") or {}), store.bucket: store.options.table()}}
-    return write_page(store, variants_dir, config, channel_url or store.url, store.update, warn, after)
+    return write_page(store, variants_dir, config, channel_url or store.url, store.update, warn, fatal)

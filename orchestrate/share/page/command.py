@@ -16,8 +16,6 @@ from ..channel_page import PAGE_FILES, write_local_page, write_published_page
 from ..store import FolderStore, Store
 from ..targets import parse_target
 
-AFTER_FAILURE = "fix that, then run `orchestrate page` again"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", type=Path, help="folder with recipes/ and variants/ (default: found from here)")
@@ -50,21 +48,18 @@ def run(args, reporter) -> int:
         raise UserError(f"{store.url} holds no channel yet (no noarch/repodata.json): build into it or publish to "
                         "it first, then run `orchestrate page` again")
     store.check()
-    variants, failed = workspace / "variants", []
+    variants = workspace / "variants"
     if args.to:  # the lock or compare-and-swap publish writes its page under
         with store.exclusive("orchestrate page", reporter.info):
-            written = write_published_page(store, variants, config, failed.append, channel_url=args.url,
-                                           after=AFTER_FAILURE)
+            written = write_published_page(store, variants, config, reporter.error, channel_url=args.url, fatal=True)
     else:
         local = Channel(store.path)
         local.lock("orchestrate page")  # build-all writes the local channel's page under this lock
         try:
-            written = write_local_page(store.path, variants, config, failed.append, channel_url=args.url,
-                                       after=AFTER_FAILURE)
+            written = write_local_page(store.path, variants, config, reporter.error, channel_url=args.url, fatal=True)
         finally:
             local.unlock()
-    if not written:
-        reporter.error(failed[-1])
+    if not written:  # the line saying why is out
         return 1
     reporter.line(f"wrote {' and '.join(PAGE_FILES)} to {store.url.rstrip('/')}/")
     return 0
