@@ -25,6 +25,7 @@ from . import crashpoints, stops
 from .errors import DiskFull, UserError, is_disk_full, writing
 
 MANIFEST = "orchestrate-manifest.json"
+LOOKUP_DIR = "orchestrate-manifest.d"  # per-package files beside the manifest: lookup entries, bench records
 LOCK = ".orchestrate.lock"
 SUPERSEDED = ".superseded"
 STAMP_FORMAT = "%Y%m%dT%H%M%S"  # .superseded/<when>/<subdir>/<file>
@@ -329,6 +330,7 @@ class Channel:
         candidates += sorted(self.path.glob(".write-probe-*"))
         # the channel page and the benchmark results, written by a rename as packages are (share/bench.py)
         candidates += sorted(self.path.glob(".*.incoming")) + sorted(self.path.glob("bench/*/.*.incoming"))
+        candidates += sorted(self.path.glob(f"{LOOKUP_DIR}/*/*.bench/.*.incoming"))
         candidates += sorted((self.path / SUPERSEDED).glob("*/*/.*.partial")) if (self.path / SUPERSEDED).is_dir() else []
         for path in candidates:
             if path.is_dir() and not path.is_symlink():

@@ -14,7 +14,7 @@ from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
 from .options import (ARCH_ENV, DEFAULT_CHANNEL, Options, count, days, existing_folder, find_workspace, folder,
-                      options_from_args)
+                      load_config, options_from_args)
 from .share import COMMANDS as SHARING
 from .share import shared_channel
 from .share.page.command import COMMAND as PAGE
@@ -207,7 +207,7 @@ def _write_page(channel: Channel, options: Options, reporter: Reporter, changed:
     from .share.channel_page import PAGE_FILES, write_local_page
 
     if channel.is_channel() and (changed or not all((channel.path / name).is_file() for name in PAGE_FILES)):
-        write_local_page(channel.path, options.variants_dir, reporter.error)
+        write_local_page(channel.path, options.variants_dir, load_config(options.workspace), reporter.error)
 
 
 def _caches(options: Options) -> list:

@@ -13,13 +13,19 @@ import subprocess
 from pathlib import Path
 
 from orchestrate.channel import ManifestEntry
+from orchestrate.recipes import derived_variant_keys
 from orchestrate.share.lookup import encode_entry, entry_path
+from orchestrate.yaml_files import read_mapping
+from rocm_stack_check import __version__ as CHECK_VERSION
 
 REPO = Path(__file__).resolve().parent.parent
 H100_BENCH = REPO / "tests" / "benchmarks" / "results" / "h100-quick-bench.json"
 ISA = {"gfx1151": "11.5.1", "gfx942": "9.4.2", "gfx90a": "9.0.10"}
-GPU_PACKAGES = {"rocm-sdk": "7.14.0", "pytorch": "2.13.0", "flash-attn": "2.8.3", "vllm": "0.34.0",
-                "rocm-stack": "7.14.0"}
+PINS = read_mapping(REPO / "variants" / "shared.yaml")  # the project's current pins, so the page shows today's stack
+GPU_PACKAGES = {"rocm-sdk": PINS["rocm_sdk_version"][0], "pytorch": PINS["prebuilt_pytorch_version"][0],
+                "flash-attn": PINS["flash_attn_version"][0], "vllm": PINS["vllm_version"][0],
+                "rocm-stack": PINS["prebuilt_pytorch_version"][0]}  # rocm-stack takes torch's version (its recipe)
+ROCM_TAG = derived_variant_keys(PINS)["rocm_tag"]
 SLOWER = 0.6  # the edited copy: every fused result at 60% of the real one's speed
 DAY = 86400
 START = 1_795_000_000  # 2026-11-18, a week before the session
@@ -37,6 +43,10 @@ def slower_copy(document: dict) -> dict:
     for result in slow["speedup"]["results"]:
         result["speedup"] = round(result["speedup"] * SLOWER, 2)
     return slow
+
+
+def build_string(arch: str, run: int, day: int) -> str:
+    return f"{ROCM_TAG}_{arch}_py312_h{run:02d}{day:02d}abcdef_0"
 
 
 def _record(name: str, version: str, build: str, arch: str | None, when: float) -> dict:
@@ -60,7 +70,7 @@ def write_channel(root: Path) -> Path:
         for run, document in enumerate(runs[arch] or [None]):
             when = START + (day + run * 3) * DAY
             for name, version in GPU_PACKAGES.items():
-                build = f"rocm714_{arch}_py312_h{run:02d}{day:02d}abcdef_0"
+                build = build_string(arch, run, day)
                 file = f"{name}-{version}-{build}.conda"
                 repodata["linux-64"][file] = _record(name, version, build, arch, when)
                 entry = ManifestEntry(file=f"linux-64/{file}", name=name, version=version, build=build, arch=arch,
@@ -68,13 +78,13 @@ def write_channel(root: Path) -> Path:
                                       dependency_hashes={}, patches=[], built_at=when, host=f"builder-{arch}")
                 _write(root / entry_path(entry.file), json.loads(encode_entry(entry)))
             if document is not None:
-                build = f"rocm714_{arch}_py312_h{run:02d}{day:02d}abcdef_0"
-                stem = f"rocm-stack-check-0.4.0-{build}"
+                build = build_string(arch, run, day)
+                stem = f"rocm-stack-check-{CHECK_VERSION}-{build}"
                 placed = {**copy.deepcopy(document), "created": f"2026-11-{18 + day + run * 3:02d}T12:00:00+00:00",
                           "package": f"{stem}.conda", "subdir": "linux-64", "build": build}
                 _write(root / "bench" / arch / f"{stem}.json", placed)
-    repodata["noarch"]["rocm-stack-check-0.4.0-pyh0_0.conda"] = _record(
-        "rocm-stack-check", "0.4.0", "pyh0_0", None, START)
+    repodata["noarch"][f"rocm-stack-check-{CHECK_VERSION}-pyh0_0.conda"] = _record(
+        "rocm-stack-check", CHECK_VERSION, "pyh0_0", None, START)
     for subdir, packages in repodata.items():
         _write(root / subdir / "repodata.json",
                {"info": {"subdir": subdir}, "packages": {}, "packages.conda": packages})

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from orchestrate.cli import main
-from page_helpers import H100_BENCH, SLOWER, chromium, run_chromium, write_channel
+from page_helpers import (CHECK_VERSION, GPU_PACKAGES, H100_BENCH, SLOWER, build_string, chromium, run_chromium,
+                          write_channel)
 from share_helpers import free_port, running
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,9 +57,9 @@ def test_the_page_names_each_architecture_with_its_gpus_stack_and_results(html, 
     assert list(by_name(data)) == ["gfx90a", "gfx942", "gfx1151"]  # the table's order
     gfx942, gfx1151 = section(html, "gfx942"), section(html, "gfx1151")
     assert "AMD Instinct MI300A / MI300X / MI325X" in gfx942 and "Strix Halo" in gfx1151
-    assert "rocm714_gfx942_py312_h0101abcdef_0" in gfx942 and "builder-gfx942" in gfx942
-    assert by_name(data)["gfx942"]["stack"] == {"rocm-stack": "7.14.0", "pytorch": "2.13.0", "flash-attn": "2.8.3",
-                                                "vllm": "0.34.0"}
+    assert build_string("gfx942", 1, 1) in gfx942 and "builder-gfx942" in gfx942
+    assert by_name(data)["gfx942"]["stack"] == {n: GPU_PACKAGES[n] for n in ("rocm-stack", "rocm-sdk", "pytorch",
+                                                                            "flash-attn", "vllm")}
     assert "13.18x" in gfx942 and "21.97x" in gfx942  # the slower run, and the real one in the history
     assert "21.97x" in gfx1151 and "199.8" in gfx1151  # speed-up and TFLOP/s of the real run
     assert "<svg" in gfx942 and "<desc" in gfx942  # the plot, with its words
@@ -159,6 +160,32 @@ def test_page_refuses_a_folder_without_a_channel_and_leaves_it_alone(tmp_path, c
     assert "writes to a folder, file:// or s3://" in capsys.readouterr().err
 
 
+def test_page_that_cannot_be_written_is_one_line_and_exit_1(channel, tmp_path, monkeypatch, capsys):
+    import orchestrate.share.page as page
+
+    copy = tmp_path / "channel"
+    shutil.copytree(channel, copy)
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    monkeypatch.setattr(page, "build_page", lambda *args, **kwargs: (_ for _ in ()).throw(OSError("disk on fire")))
+    assert main(["page", "--workspace", str(REPO), "--channel", str(copy)]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "disk on fire" in line and "not written" in line and "run `orchestrate page` again" in line
+    assert not line.startswith("warning")
+    assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
+
+
+def test_the_install_snippet_of_an_s3_channel_names_its_s3_options_from_orchestrate_toml(channel, tmp_path):
+    from orchestrate.architectures import ArchitectureTable
+    from orchestrate.share.page import build_page
+    from orchestrate.share.store import FolderStore
+
+    config = {"s3-options": {"team": {"endpoint-url": "http://minio.lab:9000", "region": "eu-1"}}}
+    files = build_page(FolderStore(channel), ArchitectureTable.load(REPO / "variants"), channel_url="s3://team/stack",
+                       generated="2026-11-25T16:00:00Z", config=config)
+    snippet = json.loads(files["channel-page.json"])["install"]["pixi_toml"]
+    assert '[workspace.s3-options.team]\nendpoint-url = "http://minio.lab:9000"\nregion = "eu-1"' in snippet
+
+
 # --- in a real browser -------------------------------------------------------------------------------------
 
 needs_chromium = pytest.mark.skipif(
@@ -250,6 +277,10 @@ def test_page_writes_the_page_into_an_s3_channel(channel, tmp_path, monkeypatch,
         data = json.loads(client.get_object(Bucket="team", Key="stack/channel-page.json")["Body"].read())
     assert '<section class="arch" id="arch-gfx942">' in page and "Regression" in section(page, "gfx942")
     assert data["channel_url"] == "s3://team/stack" and len(by_name(data)["gfx1151"]["bench"]["history"]) == 2
+    # pixi reaches the bucket where orchestrate did: the snippet names the same endpoint
+    assert "[workspace.s3-options.team]" in data["install"]["pixi_toml"]
+    assert f'endpoint-url = "{endpoint}"' in data["install"]["pixi_toml"]
+    assert f'endpoint-url = &quot;{endpoint}&quot;' in page
 
 
 def test_a_check_document_counts_as_the_check_and_a_damaged_file_is_named(tmp_path):
@@ -260,7 +291,8 @@ def test_a_check_document_counts_as_the_check_and_a_damaged_file_is_named(tmp_pa
     root = write_channel(tmp_path / "channel")
     check = json.loads((REPO / "tests" / "benchmarks" / "results" / "h200-check.json").read_text())
     (root / "bench" / "gfx90a").mkdir()
-    (root / "bench" / "gfx90a" / "rocm-stack-check-0.4.0-rocm714_gfx90a_0.json").write_text(json.dumps(check))
+    stem = f"rocm-stack-check-{CHECK_VERSION}-{build_string('gfx90a', 0, 2)}"
+    (root / "bench" / "gfx90a" / f"{stem}.json").write_text(json.dumps(check))
     (root / "bench" / "gfx90a" / "cut-short.json").write_text('{"schema": "rocm-stack-check/bench/1", "rows": [')
     files = build_page(FolderStore(root), ArchitectureTable.load(REPO / "variants"), channel_url=None,
                        generated="2026-11-25T16:00:00Z")

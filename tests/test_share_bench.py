@@ -1,5 +1,5 @@
 """Benchmark results travel with their packages into a shared channel, `verify` checks them, and the channel
-has a page at its root that `serve` answers `/` with (issue 26; the page's content is test_page's job).
+has a page at its root that `serve` answers `/` with (issue 26; the page's content is test_channel_page's job).
 
 Two machines (workspaces) build the test graph for gfx1151 and gfx942 with the recipe tests on; the test
 graph's pytorch recipe prints a recorded quick benchmark as the marked line, as the real recipe's
@@ -8,7 +8,6 @@ be slower (a regression) for gfx942. Both publish to one folder on this machine;
 """
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import sys
@@ -20,34 +19,23 @@ import pytest
 
 from orchestrate.share.bench import bench_path, record_path
 from orchestrate.share.channel_page import PAGE_FILES, write_published_page
-from orchestrate.share.publish import read_index
+from orchestrate.share.lookup import read_index
 from orchestrate.share.store import FolderStore
+from page_helpers import H100_BENCH, slower_copy
 from share_helpers import REPO, free_port, make_workspace, orchestrate, running
 
 pytestmark = pytest.mark.timeout(240)
-RECORDED = REPO / "tests" / "benchmarks" / "results" / "h100-quick-bench.json"
-SLOWER = 2.5  # the regression: flash takes this much longer on the second machine
 
 
 def recorded_for(arch: str) -> dict:
-    document = json.loads(RECORDED.read_text())
+    document = json.loads(H100_BENCH.read_text())
     document["expect_arch"] = arch
     return document
 
 
 def slower(document: dict) -> dict:
-    """The same run with Flash Attention SLOWER times slower (the math backend unchanged)."""
-    edited = copy.deepcopy(document)
-    edited["created"] = "2026-11-25T14:00:00+00:00"
-    for row in edited["rows"]:
-        for direction in ("forward", "backward"):
-            timing = row.get(direction) or {}
-            if row["backend"] == "flash" and timing.get("status") == "ok":
-                timing["ms"] *= SLOWER
-                timing["tflops"] /= SLOWER
-    for result in edited["speedup"]["results"]:
-        result["speedup"] = round(result["speedup"] / SLOWER, 2)
-    return edited
+    """The same run with the fused backends slower (page_helpers.slower_copy), measured later."""
+    return {**slower_copy(document), "created": "2026-11-25T14:00:00+00:00"}
 
 
 @pytest.fixture(scope="module")
@@ -176,12 +164,47 @@ def test_a_page_that_cannot_be_made_is_one_warning_and_the_channel_is_untouched(
     warnings = []
     store = FolderStore(channel)
     with store.exclusive("test", warnings.append):
-        written = write_published_page(store, REPO / "variants", warnings.append)
+        written = write_published_page(store, REPO / "variants", {}, warnings.append)
     assert written is False
     [warning] = warnings
     assert "the page builder broke" in warning and "orchestrate page" in warning
     assert {p: p.read_bytes() for p in channel.rglob("*") if p.is_file()} == before
     assert all((channel / name).is_file() for name in PAGE_FILES)
+
+
+def test_a_publish_with_nothing_new_writes_the_page_of_a_channel_that_has_none(team, tmp_path):
+    machines, shared = team
+    older = tmp_path / "team"  # as a channel published before pages existed
+    shutil.copytree(shared, older)
+    for name in PAGE_FILES:
+        (older / name).unlink()
+    workspace, channel, _ = machines["gfx942"]
+    again = orchestrate("publish", "--workspace", str(workspace), "--channel", str(channel), "--to", older.as_uri())
+    assert again.returncode == 0, again.stderr
+    assert "nothing to publish" in again.stdout
+    page = (older / "index.html").read_text()
+    assert 'id="arch-gfx942"' in page and 'id="arch-gfx1151"' in page  # the page of the whole channel
+    assert json.loads((older / "channel-page.json").read_text())["channel_url"] == older.as_uri()
+
+
+def test_recovery_removes_bench_and_page_copies_a_killed_local_write_left_staged(team, tmp_path):
+    from orchestrate.channel import Channel
+
+    machines, _ = team
+    _, built, _ = machines["gfx1151"]
+    channel = tmp_path / "channel"
+    shutil.copytree(built, channel)
+    before = {p: p.read_bytes() for p in channel.rglob("*") if p.is_file()}
+    file = pytorch_file(built)
+    record = channel / record_path("gfx1151", file)
+    staged = [record.with_name(f".{record.name}.host-1-1.incoming"),  # killed between the bench file and its record
+              channel / (bench_path("gfx1151", file).replace("/pytorch", "/.pytorch") + ".host-1-2.incoming"),
+              channel / ".index.html.host-1-3.incoming"]
+    for path in staged:
+        path.write_text("{")
+    recovery = Channel(channel).recover(lambda package, provenance: None)
+    assert sorted(recovery.stray) == sorted(str(p.relative_to(channel)) for p in staged)
+    assert {p: p.read_bytes() for p in channel.rglob("*") if p.is_file()} == before
 
 
 def test_a_machine_taking_packages_from_the_team_channel_takes_their_benchmarks_too(team, tmp_path):

@@ -24,7 +24,7 @@ import pytest
 from orchestrate.channel import Channel
 from orchestrate.share.bench import BENCH_DIR, keep_in_local_channel
 from orchestrate.share.lookup import read_lookup
-from orchestrate.share.publish import read_index
+from orchestrate.share.lookup import read_index
 from orchestrate.share.targets import FolderStore, parse_target
 from share_helpers import EXIT_WITHOUT_FINALIZING, S3_ENV, make_workspace, moto_server, orchestrate, s3_client
 

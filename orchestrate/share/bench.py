@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..benchlog import architecture_of
 from ..channel import PACKAGE_SUFFIXES, ManifestEntry, give_umask_mode
-from .lookup import LOOKUP_DIR
+from .lookup import LOOKUP_DIR, json_object
 from .store import Store, unique_suffix
 
 BENCH_DIR = "bench"
@@ -51,14 +51,6 @@ def sha256_bytes(data: bytes) -> str:
 def encode_record(bench: str, data: bytes) -> bytes:
     return json.dumps({"bench": bench, "sha256": sha256_bytes(data), "size": len(data)}, indent=1,
                       sort_keys=True).encode()
-
-
-def json_object(raw: bytes | None) -> dict | None:
-    try:
-        data = json.loads(raw) if raw is not None else None
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def parse_record(raw: bytes | None) -> dict | None:
@@ -145,3 +137,14 @@ def all_records(store: Store) -> list[str] | None:
 def package_of_record(relpath: str) -> str:
     """subdir/file of the package a record belongs to."""
     return relpath[len(LOOKUP_DIR) + 1:relpath.rindex(".bench/")]
+
+
+def channel_documents(store: Store) -> list[tuple[str, str, dict | None]]:
+    """(path, architecture, document or None where it does not parse) for every bench/<arch>/<file>.json a
+    channel holds; [] for a store that cannot list (HTTP)."""
+    found = []
+    for relpath in store.list(BENCH_DIR) or []:
+        parts = relpath.split("/")
+        if len(parts) == 3 and parts[2].endswith(".json"):
+            found.append((relpath, parts[1], json_object(store.read(relpath))))
+    return found

@@ -1,10 +1,11 @@
 """Writing the channel's page (index.html) and its data (channel-page.json) at the channel's root, from what
-the channel holds (share/page builds them): by build-all into the local channel, under the channel lock, and
-by publish right after indexing, under the store's lock or compare-and-swap.
+the channel holds (share/page builds them): by build-all into the local channel, under the channel lock; by
+publish right after indexing, under the store's lock or compare-and-swap; and by `orchestrate page`, which
+takes the same lock as the command that would otherwise write it.
 
-A page is a convenience: one that cannot be made or written costs a warning line, never the build or the
-publish, and the channel stays as it was. Each file is replaced whole (a rename, or one S3 PUT), so a killed
-command leaves the previous page or the new one, never half of one.
+For build-all and publish a page is a convenience: one that cannot be made or written costs a warning line,
+never the build or the publish, and the channel stays as it was. Each file is replaced whole (a rename, or one
+S3 PUT), so a killed command leaves the previous page or the new one, never half of one.
 """
 from __future__ import annotations
 
@@ -14,15 +15,19 @@ from typing import Callable
 
 from ..architectures import ArchitectureTable
 from .bench import write_atomically
+from .s3 import S3Store
 from .store import FolderStore, Store
 
 PAGE_FILES = ("channel-page.json", "index.html")  # the data first: a page never names data that is not there
 
 
-def write_page(store: Store, variants_dir: Path, channel_url: str | None,
-               put: Callable[[str, Callable[[bytes | None], bytes]], None], warn: Callable[[str], None]) -> bool:
-    """Put each page file, made from what `store` holds; False (after one warning line) when that failed.
+def write_page(store: Store, variants_dir: Path, config: dict, channel_url: str | None,
+               put: Callable[[str, Callable[[bytes | None], bytes]], None], warn: Callable[[str], None],
+               fatal: bool = False) -> bool:
+    """Put each page file, made from what `store` holds; False (after one line for `warn`) when that failed:
+    a warning beside a build or publish, or, `fatal` (`orchestrate page`), the command's error.
 
+    `config` is orchestrate.toml's contents: the install snippet of an S3 channel carries its [s3-options].
     `put(name, make)` writes make(current bytes) as the file: `Store.update` when publishing. On S3 that is a
     compare-and-swap, and the page is made again inside each attempt, after the read it is checked against:
     a page written by another publisher since was made before our index, so ours must be made after it."""
@@ -32,7 +37,7 @@ def write_page(store: Store, variants_dir: Path, channel_url: str | None,
         table = ArchitectureTable.load(variants_dir)
 
         def make(name: str) -> bytes:
-            pages = build_page(store, table, channel_url=channel_url,
+            pages = build_page(store, table, channel_url=channel_url, config=config,
                                generated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
             if not isinstance(pages.get(name), bytes):
                 raise ValueError(f"the page builder gave no {name}")
@@ -43,19 +48,29 @@ def write_page(store: Store, variants_dir: Path, channel_url: str | None,
         return True
     except Exception as exc:  # whatever goes wrong making the page (a stop is no Exception: it goes through)
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        warn(f"warning: the channel page at {store.url} was not updated ({reason}); the channel itself is "
-             "complete. `orchestrate page` writes it again")
+        if fatal:
+            warn(f"the channel page at {store.url} was not written ({reason}): fix that, then run `orchestrate page` "
+                 "again")
+        else:
+            warn(f"warning: the channel page at {store.url} was not updated ({reason}); the channel itself is "
+                 "complete. `orchestrate page` writes it again")
         return False
 
 
-def write_local_page(channel_path: Path, variants_dir: Path, warn: Callable[[str], None]) -> bool:
-    """The local channel's page; call under the channel lock."""
+def write_local_page(channel_path: Path, variants_dir: Path, config: dict, warn: Callable[[str], None], *,
+                     channel_url: str | None = None, fatal: bool = False) -> bool:
+    """The local channel's page; call under the channel lock. Without `channel_url` (nobody has said where it
+    is served) the install snippet shows a placeholder."""
     def put(name: str, make: Callable[[bytes | None], bytes]) -> None:
         write_atomically(Path(channel_path) / name, make(None))
 
-    return write_page(FolderStore(channel_path), variants_dir, None, put, warn)
+    return write_page(FolderStore(channel_path), variants_dir, config, channel_url, put, warn, fatal)
 
 
-def write_published_page(store: Store, variants_dir: Path, warn: Callable[[str], None]) -> bool:
-    """A shared channel's page; call inside `store.exclusive`, after indexing."""
-    return write_page(store, variants_dir, store.url, store.update, warn)
+def write_published_page(store: Store, variants_dir: Path, config: dict, warn: Callable[[str], None], *,
+                         channel_url: str | None = None, fatal: bool = False) -> bool:
+    """A shared channel's page; call inside `store.exclusive`, after indexing. An S3 store's own settings (the
+    command's --s3-* flags included) are what its install snippet names."""
+    if isinstance(store, S3Store):
+        config = {**config, "s3-options": {**(config.get("s3-options") or {}), store.bucket: store.options.table()}}
+    return write_page(store, variants_dir, config, channel_url or store.url, store.update, warn, fatal)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..channel import MANIFEST, ManifestEntry
+from ..channel import LOOKUP_DIR, MANIFEST, SUBDIRS, ManifestEntry
 
-LOOKUP_DIR = "orchestrate-manifest.d"
 SUFFIX = ".json"
 
 
@@ -62,7 +61,8 @@ def parse_manifest(raw: bytes | None) -> tuple[dict[str, dict], bool]:
     return {}, False
 
 
-def _parse_json_object(raw: bytes | None) -> dict | None:
+def json_object(raw: bytes | None) -> dict | None:
+    """A JSON object file's contents; None when missing, not JSON or not an object."""
     try:
         data = json.loads(raw) if raw is not None else None
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -72,7 +72,7 @@ def _parse_json_object(raw: bytes | None) -> dict | None:
 
 def read_entry(store, file: str) -> ManifestEntry | None:
     """The lookup entry of one package file; None when there is none or it cannot be used."""
-    raw = _parse_json_object(store.read(entry_path(file)))
+    raw = json_object(store.read(entry_path(file)))
     return parse_entry(raw) if raw is not None else None
 
 
@@ -95,9 +95,27 @@ def read_lookup(store) -> Lookup:
         if file in manifest:
             continue
         raw = store.read(relpath)
-        entry = _parse_json_object(raw)
+        entry = json_object(raw)
         if entry is not None:
             lookup.entries[file] = entry
         elif raw is not None:
             lookup.damaged.append(relpath)
     return lookup
+
+
+def read_index(store) -> tuple[dict[str, dict], list[str]]:
+    """subdir/file -> repodata record for every package the remote index lists, and the index files that
+    do not parse."""
+    listed, damaged = {}, []
+    for subdir in SUBDIRS:
+        raw = store.read(f"{subdir}/repodata.json")
+        if raw is None:
+            continue
+        try:
+            data = json.loads(raw)
+            for key in ("packages", "packages.conda"):
+                for name, record in (data.get(key) or {}).items():
+                    listed[f"{subdir}/{name}"] = record
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            damaged.append(f"{subdir}/repodata.json")
+    return listed, damaged

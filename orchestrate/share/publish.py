@@ -14,20 +14,20 @@ file; whatever a killed publish left undone, running it again completes.
 """
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 from .. import stops
-from ..channel import MANIFEST, SUBDIRS, Channel, ManifestEntry, read_provenance, sha256_of
+from ..channel import MANIFEST, Channel, ManifestEntry, read_provenance, sha256_of
 from ..errors import UserError
-from ..options import Options
+from ..options import Options, load_config
 from ..ui import Reporter
-from .bench import Bench, encode_record, json_object, parse_record, recorded_in, sha256_bytes
+from .bench import Bench, encode_record, parse_record, recorded_in, sha256_bytes
 from .channel_page import PAGE_FILES, write_published_page
-from .lookup import (Lookup, encode_entry, encode_manifest, entry_path, parse_entry, parse_manifest, read_entry,
-                     read_lookup)
+from .lookup import (Lookup, encode_entry, encode_manifest, entry_path, json_object, parse_entry, parse_manifest,
+                     read_entry, read_index, read_lookup)
 from .targets import FolderStore, PackageServer, Store, parse_target
 
 INDEX_ATTEMPTS = 3  # indexes in a row that may each miss our packages before the publish gives up
@@ -48,24 +48,6 @@ def select_entries(channel: Channel, arch: str | None, packages: list[str]) -> l
         raise UserError(f"channel {channel.path} has nothing to publish{f' for {arch}' if arch else ''}: "
                         "run `orchestrate build-all` first")
     return sorted(entries, key=lambda e: e.file)
-
-
-def read_index(store) -> tuple[dict[str, dict], list[str]]:
-    """subdir/file -> repodata record for every package the remote index lists, and the index files that
-    do not parse."""
-    listed, damaged = {}, []
-    for subdir in SUBDIRS:
-        raw = store.read(f"{subdir}/repodata.json")
-        if raw is None:
-            continue
-        try:
-            data = json.loads(raw)
-            for key in ("packages", "packages.conda"):
-                for name, record in (data.get(key) or {}).items():
-                    listed[f"{subdir}/{name}"] = record
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-            damaged.append(f"{subdir}/repodata.json")
-    return listed, damaged
 
 
 def remote_sha256s(store) -> dict[str, str]:
@@ -116,13 +98,12 @@ class Placed:
 
 def publish(options: Options, target_url: str, packages: list[str], reporter: Reporter,
             s3_flags: dict | None = None) -> int:
-    from ..options import load_config
-
     channel = Channel(options.channel)
     channel.validate()
     if not channel.is_channel():
         raise UserError(f"channel {channel.path} is empty: run `orchestrate build-all` first")
-    target = parse_target(target_url, load_config(options.workspace), **(s3_flags or {}))
+    config = load_config(options.workspace)
+    target = parse_target(target_url, config, **(s3_flags or {}))
     stops.describe(lambda: f"{target.url}'s index lists only whole packages",
                    "run the same command again to publish the rest")
     channel.lock(f"orchestrate publish --to {target.url}")
@@ -135,7 +116,8 @@ def publish(options: Options, target_url: str, packages: list[str], reporter: Re
             return _publish_to_server(channel, entries, target, reporter, sum(map(len, benches.values())))
         if not target.writable:
             raise UserError(f"{target.url} is read-only over HTTP: publish to the folder or bucket behind it")
-        return _publish_to_store(channel, entries, benches, target, reporter, options.variants_dir)
+        return _publish_to_store(channel, entries, benches, target, reporter,
+                                 lambda: write_published_page(target, options.variants_dir, config, reporter.error))
     finally:
         channel.unlock()
 
@@ -200,14 +182,14 @@ def _place(channel: Channel, entry: ManifestEntry, store: Store, listed: dict, l
 
 
 def _publish_to_store(channel: Channel, entries: list[ManifestEntry], benches: dict[str, list[Bench]], store: Store,
-                      reporter: Reporter, variants_dir: Path) -> int:
+                      reporter: Reporter, write_page: Callable[[], bool]) -> int:
     store.check()
     listed, damaged_index = read_index(store)
     lookup = read_lookup(store)
     if not damaged_index and _complete(entries, channel, store, listed, lookup) and _benches_complete(benches, store):
         if any(store.size(name) is None for name in PAGE_FILES):  # a channel published before pages existed
             with store.exclusive("orchestrate publish: the channel page", reporter.info):
-                write_published_page(store, variants_dir, reporter.error)
+                write_page()
         reporter.line(f"nothing to publish: all {len(entries)} package(s) are already at {store.url}")
         return 0
     theirs = _same_packages_listed(entries, store, listed, lookup)
@@ -221,7 +203,7 @@ def _publish_to_store(channel: Channel, entries: list[ManifestEntry], benches: d
         repaired = _repair(channel, placed, store)
         _index_until_listed(placed.recorded, store, bool(damaged_index), reporter)
         _derive_manifest(placed.recorded, store)
-        write_published_page(store, variants_dir, reporter.error)
+        write_page()
     reporter.line(f"published {len(placed.uploaded)} package(s) to {store.url}"
                   + (f"; {len(placed.there)} already there" if placed.there else "")
                   + (f"; {len(placed.theirs)} kept the channel's copy (same input hash)" if placed.theirs else "")

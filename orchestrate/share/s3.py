@@ -35,6 +35,11 @@ class S3Options:
     region: str
     path_style: bool
 
+    def table(self) -> dict:
+        """These settings as an orchestrate.toml / pixi [s3-options.<bucket>] table (pixi's keys)."""
+        chosen = {"region": self.region, "force-path-style": self.path_style}
+        return {"endpoint-url": self.endpoint_url, **chosen} if self.endpoint_url else chosen
+
 
 def s3_options(bucket: str, config: dict, endpoint_url: str | None = None, region: str | None = None,
                path_style: bool | None = None) -> S3Options:

@@ -20,8 +20,7 @@ from ..channel import PACKAGE_SUFFIXES, SUBDIRS, Channel
 from ..errors import UserError
 from ..ui import Reporter
 from .bench import all_records, package_of_record, parse_record, sha256_bytes
-from .lookup import read_lookup
-from .publish import read_index
+from .lookup import read_index, read_lookup
 from .store import Store
 
 INDEX = "repodata.json"

@@ -15,9 +15,11 @@ from .render import page_html
 __all__ = ["SCHEMA", "build_page"]
 
 
-def build_page(store, table: ArchitectureTable, *, channel_url: str | None, generated: str) -> dict[str, bytes]:
+def build_page(store, table: ArchitectureTable, *, channel_url: str | None, generated: str,
+               config: dict | None = None) -> dict[str, bytes]:
     """{"channel-page.json": ..., "index.html": ...} for what `store` holds; reads only, writes nothing. The data
-    comes first, so a writer that follows this order never shows a page whose data is not there yet."""
-    data = channel_data(store, table, channel_url=channel_url, generated=generated)
+    comes first, so a writer that follows this order never shows a page whose data is not there yet. `config`
+    (orchestrate.toml's contents) gives an S3 channel's install snippet its [s3-options]."""
+    data = channel_data(store, table, channel_url=channel_url, generated=generated, config=config or {})
     return {"channel-page.json": (json.dumps(data, indent=1) + "\n").encode(),
             "index.html": page_html(data).encode()}

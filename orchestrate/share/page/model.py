@@ -6,32 +6,31 @@ file that does not parse is named under "problems" and otherwise left out: the p
 from __future__ import annotations
 
 import datetime
-import json
 import re
 
 from ...architectures import ArchitectureTable, override_hint
+from ..bench import channel_documents
 from ..consumer import channel_for_pixi, render_manifest
-from ..lookup import read_lookup
+from ..lookup import read_index, read_lookup
 
 SCHEMA = "rocm-stack/channel-page/1"
-BENCH_DIR = "bench"
 BENCH_SCHEMA = "rocm-stack-check/bench/1"
 CHECK_SCHEMA = "rocm-stack-check/check/1"
 # A latest result this much below the previous one on the same architecture is marked a regression: the quick
 # benchmark's run-to-run spread on one machine stays well under it (tests/benchmarks/results/h100-quick-bench.md).
 REGRESSION_TOLERANCE = 0.10
-SUBDIRS = ("linux-64", "noarch")
 NOARCH = "noarch"
 # Shown where the page does not know the channel's address (a local channel nobody serves yet).
 PLACEHOLDER_URL = "https://your-server/rocm-stack"
 STACK_PACKAGE = "rocm-stack"
 # What "the stack's versions" means at a glance: the packages a teammate asks about first.
-HEADLINE_PACKAGES = (STACK_PACKAGE, "pytorch", "flash-attn", "vllm")
+HEADLINE_PACKAGES = (STACK_PACKAGE, "rocm-sdk", "pytorch", "flash-attn", "vllm")
 AMDGPU_ARCH_CONSTRAINT = re.compile(r"^__amdgpu_arch\s*==?\s*([0-9][0-9.]*)")
 
 SCHEMA_NOTES = {
     "architectures[]": "one per GPU architecture the channel holds packages or results for",
-    "architectures[].stack": "newest version of rocm-stack, pytorch, flash-attn and vllm, where the channel has them",
+    "architectures[].stack": "newest version of rocm-stack, rocm-sdk (the ROCm release), pytorch, flash-attn and "
+                               "vllm, where the channel has them",
     "architectures[].packages[]": "every package build for that architecture, by name, newest first: name, "
                                   "version, build, file, built_at (UTC, ISO 8601, null if unknown), host and "
                                   "source (which build made it), input_hash",
@@ -53,30 +52,11 @@ def iso(seconds: float | None) -> str | None:
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _json_object(raw: bytes | None) -> dict | None:
-    try:
-        data = json.loads(raw) if raw is not None else None
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def read_packages(store, problems: list[str]) -> dict[str, dict]:
     """subdir/filename -> its repodata record, over every subdir's repodata.json."""
-    records = {}
-    for subdir in SUBDIRS:
-        raw = store.read(f"{subdir}/repodata.json")
-        if raw is None:
-            continue
-        repodata = _json_object(raw)
-        if repodata is None:
-            problems.append(f"{subdir}/repodata.json does not parse: run `orchestrate publish` (or build-all) again")
-            continue
-        for key in ("packages", "packages.conda"):
-            for filename, record in (repodata.get(key) or {}).items():
-                if isinstance(record, dict):
-                    records[f"{subdir}/{filename}"] = record
-    return records
+    records, damaged = read_index(store)
+    problems += [f"{path} does not parse: run `orchestrate publish` (or build-all) again" for path in damaged]
+    return {file: record for file, record in records.items() if isinstance(record, dict)}
 
 
 def arch_of(record: dict, entry: dict | None, table: ArchitectureTable) -> str:
@@ -113,16 +93,12 @@ def package_rows(records: dict[str, dict], lookup_entries: dict[str, dict],
 def read_documents(store, problems: list[str]) -> dict[str, list[dict]]:
     """Architecture -> its bench and check documents (bench/<arch>/<file>.json), oldest first."""
     found: dict[str, list[dict]] = {}
-    for relpath in store.list(BENCH_DIR) or []:
-        parts = relpath.split("/")
-        if len(parts) != 3 or not parts[2].endswith(".json"):
-            continue
-        document = _json_object(store.read(relpath))
+    for relpath, arch, document in channel_documents(store):
         if document is None or document.get("schema") not in (BENCH_SCHEMA, CHECK_SCHEMA):
             problems.append(f"{relpath} is not a rocm-stack-check document: `orchestrate verify` names the fix")
             continue
         document["_file"] = relpath
-        found.setdefault(parts[1], []).append(document)
+        found.setdefault(arch, []).append(document)
     for documents in found.values():
         documents.sort(key=lambda d: (str(d.get("created") or ""), d["_file"]))
     return found
@@ -234,7 +210,7 @@ def architecture_section(name: str, table: ArchitectureTable, packages: list[dic
                         "override": override_hint(arch.isa) if arch else ""}}
 
 
-def channel_data(store, table: ArchitectureTable, *, channel_url: str | None, generated: str) -> dict:
+def channel_data(store, table: ArchitectureTable, *, channel_url: str | None, generated: str, config: dict) -> dict:
     problems: list[str] = []
     records = read_packages(store, problems)
     lookup = read_lookup(store)
@@ -242,7 +218,7 @@ def channel_data(store, table: ArchitectureTable, *, channel_url: str | None, ge
     rows = package_rows(records, lookup.entries, table)
     documents = read_documents(store, problems)
     pixi_channel = channel_url or PLACEHOLDER_URL
-    pixi_toml = render_manifest(pixi_channel, None, {})
+    pixi_toml = render_manifest(pixi_channel, None, config)
     channel = channel_for_pixi(pixi_channel)
     known = table.names()
     names = sorted((set(rows) - {NOARCH}) | set(documents),

@@ -49,6 +49,8 @@ border-radius:.1rem}
 .muted{color:var(--muted)}
 .nowrap{white-space:nowrap}
 .plot{display:block;width:100%;max-width:560px;height:auto;margin:.5rem 0 1rem}
+p.caption{margin:0 0 .2rem;font-size:.85rem}
+@media (max-width:40em){th,td{padding:.4em .45em}}
 footer{border-top:1px solid var(--line);padding:1rem 0;font-size:.8rem;color:var(--muted)}
 @media print{
 header.bar{background:none;color:#000;box-shadow:none;border-bottom:2px solid #000}
@@ -74,8 +76,9 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[int] = frozen
     head = "".join(f'<th{" class=num" if i in numeric else ""} scope="col">{h}</th>' for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{c}</td>' for i, c in enumerate(row))
                    + "</tr>" for row in rows)
-    cap = f"<caption class=muted>{caption}</caption>" if caption else ""
-    return f'<div class="scroll"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    # the caption outside the scrolling box, where a phone shows all of it
+    cap = f'<p class="muted caption">{caption}</p>' if caption else ""
+    return f'{cap}<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _link(relpath: str) -> str:
@@ -212,7 +215,8 @@ def bench_block(arch: dict) -> str:
                  f'({_link(latest["file"])}).</p>')
     rows = [[escape(r["backend"]), escape(r["dtype"]), escape(r["pass"]), _num(r["speedup"], 2, "x"),
              _num(r["tflops"], 1), _num(r["ms"], 3)] for r in latest["results"]]
-    parts.append(_table(["Backend", "dtype", "Pass", "Speed-up over math", "TFLOP/s", "ms"], rows, {3, 4, 5}))
+    parts.append(_table(["Backend", "dtype", "Pass", "Speed-up", "TFLOP/s", "ms"], rows, {3, 4, 5},
+                        caption="Speed-up over the math backend, throughput and time of one pass at that shape"))
     history = bench["history"]
     parts.append(f"<h3>Over the {len(history)} run(s) this channel holds</h3>")
     parts.append(history_svg(arch["name"], history, anchor(arch["name"]) + "-plot"))
@@ -223,10 +227,12 @@ def bench_block(arch: dict) -> str:
     rows = []
     for i, point in enumerate(history):
         by_key = {(r["backend"], r["dtype"], r["pass"]): r for r in point["results"]}
-        rows.append([f"#{i + 1}", _when(point["created"]), escape(str(point["package"] or point["build"] or "—"))]
-                    + [_num((by_key.get(k) or {}).get("speedup"), 2, "x") for k in keys])
-    parts.append(_table(["Run", "When", "Tested package"] + [escape(" ".join(k)) for k in keys], rows,
-                        set(range(3, 3 + len(keys))), caption="Speed-up over math per run, oldest first"))
+        rows.append([f"#{i + 1}", _when(point["created"])]
+                    + [_num((by_key.get(k) or {}).get("speedup"), 2, "x") for k in keys]
+                    + [escape(str(point["package"] or point["build"] or "—"))])
+    # the numbers before the long package name, so a phone shows them without scrolling the table
+    parts.append(_table(["Run", "When"] + [escape(" ".join(k)) for k in keys] + ["Tested package"], rows,
+                        set(range(2, 2 + len(keys))), caption="Speed-up over math per run, oldest first"))
     return "".join(parts)
 
 
