@@ -346,6 +346,8 @@ def _source_info(source: Source | None) -> dict | None:
     if source.kind == "git":
         return {"git": source.location, "rev": source.pin}
     if source.kind == "url":
+        if source.pin in ("", ZERO_SHA256):  # the placeholder an artifact the lock does not pin renders to
+            return {"url": source.location, "sha256": None, "locked": False}
         return {"url": source.location, "sha256": source.pin}
     return {"path": source.location}
 
@@ -460,7 +462,7 @@ def _source_text(source: dict | None) -> str:
         repo = source["git"].removesuffix(".git").rstrip("/").split("/")
         return f"{'/'.join(repo[-2:])}@{source['rev'][:8]}"
     if "url" in source:
-        if source["sha256"] in ("", ZERO_SHA256):  # the placeholder an artifact the lock does not pin renders to
+        if not source["sha256"]:
             return f"{source['url']} (not locked: `{amd.LOCK_COMMAND}`)"
         return f"{source['url'].rsplit('/', 1)[-1]} sha256:{source['sha256'][:8]}"
     return source.get("path") or "-"

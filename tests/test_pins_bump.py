@@ -203,6 +203,10 @@ def test_pins_reads_vllms_torch_from_the_wheel_not_the_json_api(world, workspace
     assert "needs torch==2.14.0 (vllm-0.33.0-py3-none-any.whl metadata)" in coupling and "2.13.0" not in coupling
     assert "torch 2.14.*+rocm10.1.*" in out and "2.14.0+rocm10.1.0" in out and "2.14.1+rocm" not in out
     assert "sha256:00000000" not in out and "(not locked: `orchestrate pins --lock`)" in out
+    main(["pins", "--json", "--workspace", str(workspace), "--timeout", "5", "--pypi-url", world.pypi_url,
+          "--git-base", str(world.git_base)])
+    rocm_sdk = next(r for r in json.loads(capsys.readouterr().out)["components"] if r["component"] == "rocm-sdk")
+    assert rocm_sdk["source"]["sha256"] is None and rocm_sdk["source"]["locked"] is False
 
 
 def test_bump_options_without_bump_are_a_usage_error(capsys):
