@@ -131,6 +131,8 @@ DEVEL_ONLY_FILES = {
     "_rocm_sdk_devel/__init__.py": "",
     "_rocm_sdk_devel/lib/cmake/hip/hip-config.cmake": "set(hip_FOUND TRUE)\n",
     "_rocm_sdk_devel/lib/rocm_sysdeps/include/libdrm/drm.h": "#pragma once\n",
+    # the `doc` component, which only the devel tree takes (rocm_wheels.py expand_devel)
+    "_rocm_sdk_devel/share/doc/hip/LICENSE.md": "synthetic license of HIP\n",
 }
 
 

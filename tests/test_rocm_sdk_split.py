@@ -110,6 +110,9 @@ def test_the_sdk_packages_carry_the_wheels_licenses_and_require_the_stacks_glibc
     index, licenses = package_info(host)
     assert f"__glibc >={bound}" in index["depends"], (host.name, index["depends"])
     assert {path.split("/")[1].split("-")[0] for path in licenses} == {"rocm_sdk_core", "rocm_sdk_libraries", "rocm_sdk_devel"}
+    # and the license files of the SDK's components, which only the devel tree carries (share/doc/<component>/)
+    hip = f"wheel-licenses/rocm_sdk_devel-{VERSION}.dist-info/_rocm_sdk_devel/share/doc/hip/LICENSE.md"
+    assert licenses[hip] == b"synthetic license of HIP\n", licenses
     libraries_license = f"wheel-licenses/rocm_sdk_libraries-{VERSION}.dist-info/licenses/LICENSE"
     for arch in ARCHS:
         [device] = _packages(workspace, f"rocm-sdk-device-{arch}-{VERSION}-*.conda")
