@@ -52,17 +52,19 @@ LICENSE_DIR = "wheel-licenses"
 LICENSE_NAME = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE|AUTHORS)", re.IGNORECASE)
 # What a license-less wheel's package says about the license files it carries instead.
 HOST_LICENSE_NOTE = "LICENSES-FROM-HOST-WHEEL.txt"
-# AMD's kpack-split device wheels carry no license file. rocm_kpack's wheel splitter writes a device wheel's
-# dist-info as METADATA, WHEEL, top_level.txt and RECORD only (_create_device_wheel, https://github.com/ROCm/
-# rocm-systems/blob/7d605fca43de8be3e8423ccfe60a9328d8b5698e/shared/kpack/python/rocm_kpack/wheel_splitter.py):
-# amd_torch_device_<gfx|family>, amd_torchvision_device_<gfx>. TheRock's rocm-sdk-device template has no
-# LICENSE and sets no license_files (https://github.com/ROCm/TheRock/blob/89553ce3746eda74ade42557470d25e37c91b6f0/
-# build_tools/packaging/python/templates/rocm-sdk-device/setup.py), and its device wheels take only artifacts'
-# `lib` component (build_python_packages.py#L594-L621 at the same commit), never `doc`, where share/doc/
-# licenses go (_therock_utils/artifact_builder.py#L100). Read from source, not from the published wheels:
-# unverified: `unzip -l` of stable.repo.amd.com's amd_torch_device_gfx942 and rocm_sdk_device_gfx942 10.1.0
-# wheels verifies it. Each is part of the host wheel it pins at its exact version (Requires-Dist: torch ==
-# <version>; rocm-sdk-libraries==<version>), whose license covers it.
+# AMD's kpack-split device wheels carry no license file, by their makers' source:
+# - amd_torch_device_<gfx|family>, amd_torchvision_device_<gfx>: rocm_kpack's wheel splitter writes a device wheel's
+#   dist-info as METADATA, WHEEL, top_level.txt and RECORD only (WheelSplitter._create_device_wheel,
+#   https://github.com/ROCm/rocm-systems/blob/7d605fca43de8be3e8423ccfe60a9328d8b5698e/shared/kpack/python/rocm_kpack/wheel_splitter.py);
+# - rocm_sdk_device_<gfx>: TheRock's template has no LICENSE and sets no license_files
+#   (https://github.com/ROCm/TheRock/blob/89553ce3746eda74ade42557470d25e37c91b6f0/build_tools/packaging/python/templates/rocm-sdk-device/setup.py),
+#   and its files are only the artifacts' `lib` component
+#   (https://github.com/ROCm/TheRock/blob/89553ce3746eda74ade42557470d25e37c91b6f0/build_tools/build_python_packages.py#L594-L621),
+#   never `doc`, which takes share/doc/**
+#   (https://github.com/ROCm/TheRock/blob/89553ce3746eda74ade42557470d25e37c91b6f0/build_tools/_therock_utils/artifact_builder.py#L100).
+# Read from source, not from the published wheels: unverified: `unzip -l` of stable.repo.amd.com's 10.1.0
+# amd_torch_device_gfx942 and rocm_sdk_device_gfx942 wheels verifies it. Each is part of the host wheel it pins
+# at its exact version (Requires-Dist: torch == <version>; rocm-sdk-libraries==<version>), whose license covers it.
 
 
 def is_license(member: str, dist_info: str) -> bool:
