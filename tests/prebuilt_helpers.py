@@ -11,7 +11,8 @@ Layout (TheRock build_tools/packaging/python/templates and _therock_utils/py_pac
                                                 (lib/cmake/hip/hip-config.cmake, sysdeps headers) and relative
                                                 symlinks to everything the runtime wheels carry
   rocm_sdk_device_<gfx>-<v>-...whl              _rocm_sdk_libraries/.kpack/blas_lib_<gfx>.kpack, kernel DBs,
-                                                _rocm_sdk_libraries/.devel_links/<gfx>.json
+                                                _rocm_sdk_libraries/.devel_links/<gfx>.json; no license file
+                                                (install_wheels.py says why), Requires-Dist rocm-sdk-libraries==<v>
 
 The synthetic `rocm_sdk` follows the rules of TheRock's rocm_sdk (rewritten, not copied) that decide whether an
 installed tree works: find_libraries imports _rocm_sdk_core / _rocm_sdk_libraries and globs lib/; `path` and
@@ -130,6 +131,8 @@ DEVEL_ONLY_FILES = {
     "_rocm_sdk_devel/__init__.py": "",
     "_rocm_sdk_devel/lib/cmake/hip/hip-config.cmake": "set(hip_FOUND TRUE)\n",
     "_rocm_sdk_devel/lib/rocm_sysdeps/include/libdrm/drm.h": "#pragma once\n",
+    # the `doc` component, which only the devel tree takes (rocm_wheels.py expand_devel)
+    "_rocm_sdk_devel/share/doc/hip/LICENSE.md": "synthetic license of HIP\n",
 }
 
 
@@ -139,9 +142,11 @@ def device_files(gfx: str) -> dict[str, str]:
             f"lib/rocblas/library/TensileLibrary_lazy_{gfx}.dat": f"kernel db for {gfx}\n"}
 
 
-def write_wheel(folder: Path, project: str, files: dict[str, tuple[bytes, bool]], entry_points: str = "") -> Path:
+def write_wheel(folder: Path, project: str, files: dict[str, tuple[bytes, bool]], entry_points: str = "",
+                requires: list[str] = (), license: bool = True) -> Path:
     """One of AMD's ROCm SDK wheels (py3-none-linux_x86_64 at VERSION); make_wheel below writes it."""
-    return make_wheel(folder, project, VERSION, PLATFORM_TAG, files, entry_points=entry_points)
+    return make_wheel(folder, project, VERSION, PLATFORM_TAG, files, entry_points=entry_points, requires=requires,
+                      license=license)
 
 
 def _text(files: dict[str, tuple[str, bool]]) -> dict[str, tuple[bytes, bool]]:
@@ -218,7 +223,9 @@ def write_device_wheel(folder: Path, gfx: str) -> Path:
              for relpath in device_files(gfx)]
     files[f"_rocm_sdk_libraries/.devel_links/{gfx}.json"] = (json.dumps({"version": VERSION, "links": links}).encode(), False)
     files["_rocm_sdk_libraries/__init__.py"] = (b"", False)  # the overlay folder is a package (setuptools adds it)
-    return write_wheel(folder, f"rocm-sdk-device-{gfx}", files)
+    # TheRock's rocm-sdk-device setup.py: install_requires rocm-sdk-libraries==<version>, and no license file
+    return write_wheel(folder, f"rocm-sdk-device-{gfx}", files, requires=[f"rocm-sdk-libraries=={VERSION}"],
+                       license=False)
 
 
 def sha256_of(path: Path) -> str:
@@ -279,10 +286,11 @@ def make_index(root: Path, gfxs: list[str]) -> PrebuiltIndex:
 
 def make_wheel(folder: Path, name: str, version: str, tag: str, files: dict[str, str | bytes | tuple],
                requires: list[str] = (), extras: dict[str, list[str]] | None = None,
-               entry_points: str = "") -> Path:
+               entry_points: str = "", license: bool = True) -> Path:
     """A wheel as pip and AMD's tools write it: <name>-<version>-<tag>.whl with a dist-info (METADATA,
-    WHEEL, licenses/LICENSE, RECORD with sha256 of every file). `version` may carry a local part (+rocm10.1.0). A file is
-    executable when its value is (data, True), and shared libraries always are."""
+    WHEEL, licenses/LICENSE unless `license` is false, as in AMD's device wheels, RECORD with sha256 of every file).
+    `version` may carry a local part (+rocm10.1.0). A file is executable when its value is (data, True), and shared
+    libraries always are."""
     dist = name.replace("-", "_")
     dist_info = f"{dist}-{version}.dist-info"
     metadata = [f"Metadata-Version: 2.4", f"Name: {name}", f"Version: {version}"]
@@ -292,9 +300,9 @@ def make_wheel(folder: Path, name: str, version: str, tag: str, files: dict[str,
         metadata += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
     executable = {path for path, data in files.items() if isinstance(data, tuple) and data[1]}
     contents = {path: data[0] if isinstance(data, tuple) else data for path, data in files.items()}
-    # every wheel carries its license file where PEP 639 puts it; the recipes copy it into info/licenses/
-    metadata.append("License-File: LICENSE")
-    contents[f"{dist_info}/licenses/LICENSE"] = f"synthetic license of {name}\n"
+    if license:  # where PEP 639 puts it; the recipes copy it into info/licenses/
+        metadata.append("License-File: LICENSE")
+        contents[f"{dist_info}/licenses/LICENSE"] = f"synthetic license of {name}\n"
     contents[f"{dist_info}/METADATA"] = "\n".join(metadata) + "\n"
     contents[f"{dist_info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: rocm-kpack-split-python-wheels\nRoot-Is-Purelib: false\nTag: {tag}\n"
     if entry_points:
@@ -363,7 +371,8 @@ TORCH_DEVICE_FAMILY = {"gfx1151": ("gfx115x", "gfx115x"), "gfx1100": ("gfx110x",
 def torch_wheels(folder: Path, archs: list[str], torch: str = "2.14.0", sdk: str = "10.1.0",
                  triton: str = "3.8.0", vision: str = "0.29.0a0", audio: str = "2.11.0.3") -> dict[str, list[Path]]:
     """AMD's PyTorch set for `archs`, by index project: torch host wheel, amd-torch-device-<gfx> (+ family),
-    triton, torchvision (+ amd-torchvision-device-<gfx>), torchaudio."""
+    triton, torchvision (+ amd-torchvision-device-<gfx>), torchaudio. The device wheels carry no license file, as
+    AMD's wheel splitter writes them (install_wheels.py says where)."""
     local = f"+rocm{sdk}"
     torch_v, triton_v = torch + local, f"{triton}+git675c5987.rocm{sdk}"
     wheels: dict[str, list[Path]] = {}
@@ -388,16 +397,16 @@ def torch_wheels(folder: Path, archs: list[str], torch: str = "2.14.0", sdk: str
             requires.append(f"amd-torch-device-{family} == {torch_v}")
             family_wheel = make_wheel(folder, f"amd-torch-device-{family}", torch_v, CP312, {
                 f"torch/lib/aotriton.images/amd-{image_dir}/flash/attn_fwd/kernel.aks2": b"aks2",
-            }, requires=[f"torch == {torch_v}"])
+            }, requires=[f"torch == {torch_v}"], license=False)
             wheels.setdefault(f"amd-torch-device-{family}", []).append(family_wheel)
         else:
             device_files[f"torch/lib/aotriton.images/amd-{image_dir}/flash/attn_fwd/kernel.aks2"] = b"aks2"
         wheels[f"amd-torch-device-{arch}"] = [make_wheel(folder, f"amd-torch-device-{arch}", torch_v, CP312,
-                                                         device_files, requires=requires)]
+                                                         device_files, requires=requires, license=False)]
         wheels[f"amd-torchvision-device-{arch}"] = [make_wheel(
             folder, f"amd-torchvision-device-{arch}", vision + local, CP312,
             {f"torchvision/.kpack/torchvision_{arch}.kpack": b"kpack"},
-            requires=[f"torchvision == {vision + local}", f"rocm-sdk-device-{arch} == {sdk}"])]
+            requires=[f"torchvision == {vision + local}", f"rocm-sdk-device-{arch} == {sdk}"], license=False)]
     wheels["triton"] = [make_wheel(folder, "triton", triton_v, CP312, {
         "triton/__init__.py": f"__version__ = '{triton}'\n", "triton/backends/amd/__init__.py": ""})]
     wheels["torchvision"] = [make_wheel(folder, "torchvision", vision + local, CP312, {

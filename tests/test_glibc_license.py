@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import subprocess
 import sys
 import tomllib
 import zipfile
@@ -236,3 +237,27 @@ def test_a_wheel_without_a_license_file_fails_its_build_in_one_line_saying_so(bu
         variant.run_build(output_dir=tmp_path / "out", channels=[out.as_uri()])
     line = diagnose.explain(str(failed.value), [], "bare-bin")
     assert line.startswith("no license file was found for bare-bin") and "about.license_file" in line, line
+
+
+def test_a_wheel_without_a_license_takes_only_the_exact_host_wheel_it_pins(tmp_path):
+    """install_wheels.py's fallback for AMD's device wheels: a LICENSES_FROM wheel lends its license files only to a
+    wheel that requires exactly its name and version; otherwise the package gets none (and its build fails as above)."""
+    tag = "cp312-cp312-linux_x86_64"
+    hosts = [make_wheel(tmp_path / "hosts", "demo-host", version, tag, {"demo_host/__init__.py": ""}) for version in ("1.0", "2.0")]
+    device = make_wheel(tmp_path, "demo-device", "2.0", tag, {"demo_host/.kpack/demo.kpack": b"kpack"},
+                        requires=["demo-host == 2.0"], license=False)
+
+    def licenses_with(*lent: Path) -> dict[str, str]:
+        src = tmp_path / f"src-{len(lent)}"
+        env = {"PATH": "/usr/bin:/bin", "PREFIX": str(src / "prefix"), "SRC_DIR": str(src), "PYTHON_VERSION": "3.12",
+               "LICENSES_FROM": ":".join(map(str, lent))}
+        done = subprocess.run([sys.executable, str(REPO / "recipes/_shared/install_wheels.py"), str(device)], env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return {str(p.relative_to(src)): p.read_text() for p in sorted(src.glob("wheel-licenses/**/*")) if p.is_file()}
+
+    assert licenses_with(hosts[0]) == {}  # the host at another version lends nothing
+    got = licenses_with(tmp_path / "hosts")  # a folder stands for its wheels
+    note = "wheel-licenses/demo_device-2.0.dist-info/LICENSES-FROM-HOST-WHEEL.txt"
+    assert set(got) == {"wheel-licenses/demo_host-2.0.dist-info/licenses/LICENSE", note}, got
+    assert "demo-host 2.0, which it requires at exactly that version" in got[note]

@@ -152,14 +152,36 @@ def test_each_package_carries_its_wheels_licenses_and_requires_the_stacks_glibc(
     and carries the license files of the wheels it holds (their dist-info) in info/licenses/."""
     out, _, _ = channel
     bound = PINS["c_stdlib_version"][0]
-    holds = {"pytorch-base": ["torch"], "pytorch": ["amd_torch_device_gfx942"], "triton": ["triton"],
-             "torchaudio": ["torchaudio"], "torchvision": ["torchvision", "amd_torchvision_device_gfx942"]}
-    for name, dists in holds.items():
-        [package] = [p for p in (out / "linux-64").glob(f"{name}-[0-9]*.conda") if "gfx1151" not in p.name]
+    for name, dist in {"pytorch-base": "torch", "triton": "triton", "torchaudio": "torchaudio"}.items():
+        [package] = (out / "linux-64").glob(f"{name}-[0-9]*.conda")
         index, licenses = package_info(package)
         assert f"__glibc >={bound}" in index["depends"], (package.name, index["depends"])
-        found = {path.split("/")[1].split("-")[0] for path in licenses}
-        assert found == set(dists) and all(path.endswith(".dist-info/licenses/LICENSE") for path in licenses), licenses
+        [(path, text)] = licenses.items()
+        assert path.startswith(f"wheel-licenses/{dist}-") and path.endswith(".dist-info/licenses/LICENSE"), licenses
+        assert text == f"synthetic license of {dist}\n".encode()
+
+
+@pytest.mark.parametrize("name, host, devices", [
+    ("pytorch", "torch", {"gfx1151": ["amd_torch_device_gfx1151", "amd_torch_device_gfx115x"],
+                          "gfx942": ["amd_torch_device_gfx942"]}),
+    ("torchvision", "torchvision", {arch: [f"amd_torchvision_device_{arch}"] for arch in ARCHS})])
+def test_a_device_package_carries_its_host_wheels_license_and_says_where_it_came_from(channel, name, host, devices):
+    """AMD's device wheels carry no license file (install_wheels.py: the kpack splitter writes none): the package
+    carries the license of the host wheel each was split from, and a note per device wheel naming that wheel."""
+    out, _, _ = channel
+    for arch, dists in devices.items():
+        [package] = (out / "linux-64").glob(f"{name}-[0-9]*_{arch}_*.conda")
+        index, licenses = package_info(package)
+        assert f"__glibc >={PINS['c_stdlib_version'][0]}" in index["depends"], (package.name, index["depends"])
+        host_dist_info = f"{host}-{TORCH if host == 'torch' else '0.29.0a0'}+rocm{SDK}.dist-info"
+        host_license = f"wheel-licenses/{host_dist_info}/licenses/LICENSE"
+        notes = {f"wheel-licenses/{dist}-{host_dist_info.split('-', 1)[1]}/LICENSES-FROM-HOST-WHEEL.txt" for dist in dists}
+        assert set(licenses) == {host_license} | notes, licenses
+        assert licenses[host_license] == f"synthetic license of {host}\n".encode()
+        for note in notes:
+            text = licenses[note].decode()
+            assert "carries no license file of its own" in text and host_license in text, text
+            assert f"{host} {host_dist_info[len(host) + 1:-len('.dist-info')]}, which it requires at exactly that version" in text
 
 
 def test_no_pytorch_for_a_gpu_without_its_device_package(channel):

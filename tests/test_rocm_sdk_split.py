@@ -101,15 +101,28 @@ def test_one_host_package_serves_both_architectures(built):
 
 
 def test_the_sdk_packages_carry_the_wheels_licenses_and_require_the_stacks_glibc(built):
-    """AMD's SDK wheels are linux_x86_64 (no manylinux promise): the stack's bound; their dist-info licenses."""
+    """AMD's SDK wheels are linux_x86_64 (no manylinux promise): the stack's bound; their dist-info licenses. The
+    device wheel has none (install_wheels.py says why): its package carries those of the rocm-sdk-libraries wheel
+    it requires, and a note naming that wheel."""
     workspace, *_ = built
     bound = yaml.safe_load((REPO / "variants/shared.yaml").read_text())["c_stdlib_version"][0]
-    for pattern, dists in ((f"rocm-sdk-{VERSION}-*.conda", {"rocm_sdk_core", "rocm_sdk_libraries", "rocm_sdk_devel"}),
-                           (f"rocm-sdk-device-gfx1151-{VERSION}-*.conda", {"rocm_sdk_device_gfx1151"})):
-        [package] = _packages(workspace, pattern)
-        index, licenses = package_info(package)
-        assert f"__glibc >={bound}" in index["depends"], (package.name, index["depends"])
-        assert {path.split("/")[1].split("-")[0] for path in licenses} == dists, licenses
+    [host] = _packages(workspace, f"rocm-sdk-{VERSION}-*.conda")
+    index, licenses = package_info(host)
+    assert f"__glibc >={bound}" in index["depends"], (host.name, index["depends"])
+    assert {path.split("/")[1].split("-")[0] for path in licenses} == {"rocm_sdk_core", "rocm_sdk_libraries", "rocm_sdk_devel"}
+    # and the license files of the SDK's components, which only the devel tree carries (share/doc/<component>/)
+    hip = f"wheel-licenses/rocm_sdk_devel-{VERSION}.dist-info/_rocm_sdk_devel/share/doc/hip/LICENSE.md"
+    assert licenses[hip] == b"synthetic license of HIP\n", licenses
+    libraries_license = f"wheel-licenses/rocm_sdk_libraries-{VERSION}.dist-info/licenses/LICENSE"
+    for arch in ARCHS:
+        [device] = _packages(workspace, f"rocm-sdk-device-{arch}-{VERSION}-*.conda")
+        index, licenses = package_info(device)
+        assert f"__glibc >={bound}" in index["depends"], (device.name, index["depends"])
+        note = f"wheel-licenses/rocm_sdk_device_{arch}-{VERSION}.dist-info/LICENSES-FROM-HOST-WHEEL.txt"
+        assert set(licenses) == {libraries_license, note}, licenses
+        assert licenses[libraries_license] == b"synthetic license of rocm-sdk-libraries\n"
+        assert f"rocm-sdk-libraries {VERSION}, which it requires at exactly that version" in licenses[note].decode()
+        assert libraries_license in licenses[note].decode()
 
 
 def test_each_device_package_installs_only_on_its_gpu(built):
@@ -215,7 +228,8 @@ def test_unlocked_artifacts_reach_the_runner_as_empty_lock_keys():
     an artifact the lock lacks arrives as KEY_sha256 == "" (which the runner refuses)."""
     options = Options(workspace=REPO, channel=Path("/nonexistent/channel"), arch="gfx1151", source_channels=[])
     steps = {s.output.name: s.output for s in runner.make_plan(options).steps}
-    for name, keys in (("rocm-sdk", HOST_KEYS), ("rocm-sdk-device-gfx1151", ("rocm_sdk_device",))):
+    # the device package also reads the libraries wheel, for its license files
+    for name, keys in (("rocm-sdk", HOST_KEYS), ("rocm-sdk-device-gfx1151", ("rocm_sdk_device", "rocm_sdk_libraries"))):
         output = steps[name]
         urls = [str(s["url"]) for s in output.rendered["source"]]
         assert urls == [output.variant[f"{key}_url"] for key in keys]

@@ -19,7 +19,9 @@ Does: unpacks every wheel into lib/pythonX.Y/site-packages (its .data/ folders w
   SATISFIED_BY, so a new requirement in AMD's metadata fails the build instead of the user's import.
   Copies each wheel's license files (its dist-info's PEP 639 licenses/ folder and top-level LICENSE*, COPYING*,
   NOTICE*, AUTHORS*, and those of a share/doc/<component>/ folder) to $SRC_DIR/wheel-licenses/, where the
-  recipes' `about.license_file: wheel-licenses/**/*` puts them into the package's info/licenses/.
+  recipes' `about.license_file: wheel-licenses/**/*` puts them into the package's info/licenses/. A wheel
+  with none of its own (AMD's device wheels) takes those of the wheel it was split from, read from
+  LICENSES_FROM (colon-separated wheels, or folders of wheels, that are not installed), and says so.
 Nothing is patched: ELF files are written byte for byte (the recipe turns relocation off).
 """
 from __future__ import annotations
@@ -48,6 +50,21 @@ CONDA_NAMES = {
 
 LICENSE_DIR = "wheel-licenses"
 LICENSE_NAME = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE|AUTHORS)", re.IGNORECASE)
+# What a license-less wheel's package says about the license files it carries instead.
+HOST_LICENSE_NOTE = "LICENSES-FROM-HOST-WHEEL.txt"
+# AMD's kpack-split device wheels carry no license file, by their makers' source:
+# - amd_torch_device_<gfx|family>, amd_torchvision_device_<gfx>: rocm_kpack's wheel splitter writes a device wheel's
+#   dist-info as METADATA, WHEEL, top_level.txt and RECORD only (WheelSplitter._create_device_wheel,
+#   https://github.com/ROCm/rocm-systems/blob/7d605fca43de8be3e8423ccfe60a9328d8b5698e/shared/kpack/python/rocm_kpack/wheel_splitter.py);
+# - rocm_sdk_device_<gfx>: TheRock's template has no LICENSE and sets no license_files
+#   (https://github.com/ROCm/TheRock/blob/89553ce3746eda74ade42557470d25e37c91b6f0/build_tools/packaging/python/templates/rocm-sdk-device/setup.py),
+#   and its files are only the artifacts' `lib` component
+#   (https://github.com/ROCm/TheRock/blob/89553ce3746eda74ade42557470d25e37c91b6f0/build_tools/build_python_packages.py#L594-L621),
+#   never `doc`, which takes share/doc/**
+#   (https://github.com/ROCm/TheRock/blob/89553ce3746eda74ade42557470d25e37c91b6f0/build_tools/_therock_utils/artifact_builder.py#L100).
+# Read from source, not from the published wheels: unverified: `unzip -l` of stable.repo.amd.com's 10.1.0
+# amd_torch_device_gfx942 and rocm_sdk_device_gfx942 wheels verifies it. Each is part of the host wheel it pins
+# at its exact version (Requires-Dist: torch == <version>; rocm-sdk-libraries==<version>), whose license covers it.
 
 
 def is_license(member: str, dist_info: str) -> bool:
@@ -139,15 +156,77 @@ def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: 
     (dist_path / "INSTALLER").write_text("conda\n")
     installed.append(dist_path / "INSTALLER")
     write_record(dist_path, site, installed)
+    if "SRC_DIR" in os.environ and not (Path(os.environ["SRC_DIR"]) / LICENSE_DIR / dist_info).exists():
+        take_host_licenses(wheel, metadata, dist_info)
     return metadata, dist_path
 
 
-def keep_license(dist_info: str, member: str, data: bytes) -> None:
-    """A copy in the work dir, under the wheel's dist-info name, for `about.license_file` to pick up."""
+def keep_license(dist_info: str, member: str, data: bytes) -> str:
+    """A copy in the work dir, under the wheel's dist-info name, for `about.license_file` to pick up; returns
+    its path in info/licenses/."""
     parts = PurePosixPath(member).parts
-    target = Path(os.environ["SRC_DIR"]) / LICENSE_DIR / dist_info / Path(*(parts[1:] if parts[0] == dist_info else parts))
+    relative = PurePosixPath(LICENSE_DIR, dist_info, *(parts[1:] if parts[0] == dist_info else parts))
+    target = Path(os.environ["SRC_DIR"]) / relative
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
+    return str(relative)
+
+
+def exact_pins(requirements: list[str]) -> dict[str, str]:
+    """name -> version of every unconditional `name == version` requirement."""
+    pins = {}
+    for requirement in requirements:
+        match = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*\(?\s*===?\s*([^\s,;()]+)\s*\)?\s*", requirement)
+        if match:
+            pins[canonical(match.group(1))] = match.group(2)
+    return pins
+
+
+def license_sources() -> list[Path]:
+    wheels = []
+    for entry in filter(None, os.environ.get("LICENSES_FROM", "").split(":")):
+        path = Path(entry)
+        wheels += sorted(path.glob("*.whl")) if path.is_dir() else [path]
+    return wheels
+
+
+def host_licenses(host: Path, pins: dict[str, str]) -> tuple[str, dict, list[str]] | None:
+    """The dist-info, METADATA and license members of `host` where `pins` requires exactly its name and version."""
+    if not host.is_file():
+        fail(f"{host} (LICENSES_FROM) is missing: the recipe's source did not provide it")
+    with zipfile.ZipFile(host) as zf:
+        names = zf.namelist()
+        dist_info = next((PurePosixPath(n).parts[0] for n in names if PurePosixPath(n).parts[0].endswith(".dist-info")), "")
+        if f"{dist_info}/METADATA" not in names:
+            fail(f"{host.name} (LICENSES_FROM) has no .dist-info/METADATA: not a wheel")
+        metadata = HeaderParser().parsestr(zf.read(f"{dist_info}/METADATA").decode())
+        if pins.get(canonical(metadata["Name"])) != metadata["Version"]:
+            return None
+        members = [n for n in names if is_license(n, dist_info)]
+        kept = [keep_license(dist_info, member, zf.read(member)) for member in members]
+    return (dist_info, metadata, kept) if kept else None
+
+
+def take_host_licenses(wheel: Path, metadata, dist_info: str) -> None:
+    """A wheel that brought no license file takes those of a LICENSES_FROM wheel that it requires at exactly
+    that wheel's version (the host wheel it was split from), and a note saying so. Without one, nothing: the
+    recipe's license_file glob then fails the build if the package carries no license at all."""
+    pins = exact_pins(metadata.get_all("Requires-Dist") or [])
+    for host in license_sources():
+        found = host_licenses(host, pins)
+        if found is None:
+            continue
+        host_dist_info, host_metadata, kept = found
+        note = Path(os.environ["SRC_DIR"]) / LICENSE_DIR / dist_info / HOST_LICENSE_NOTE
+        note.parent.mkdir(parents=True, exist_ok=True)
+        note.write_text(
+            f"{metadata['Name']} {metadata['Version']} carries no license file of its own. It is the "
+            f"device part of {host_metadata['Name']} {host_metadata['Version']}, which it requires at exactly that "
+            f"version, so this package carries the license files of that wheel:\n"
+            + "".join(f"  {path}\n" for path in kept))
+        print(f"install_wheels: {wheel.name} has no license file: the package carries those of {host_dist_info} "
+              f"({LICENSE_DIR}/{dist_info}/{HOST_LICENSE_NOTE} says so)")
+        return
 
 
 def record_row(path: Path, site: Path) -> list[str]:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True  # builds leave no __pycache__ in the user's checkout of recipes/_shared
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from install_wheels import install, record_hash, write_console_scripts  # noqa: E402 (the one wheel installer)
+from install_wheels import install, is_license, keep_license, record_hash, write_console_scripts  # noqa: E402 (the one wheel installer)
 
 DEVEL_TARBALLS = ("_devel.tar.xz", "_devel.tar")
 DEVEL_PURE_PACKAGE = "rocm_sdk_devel"
@@ -155,7 +155,10 @@ def expand_devel(site: Path) -> Path:
     """rocm-sdk-devel ships its tree as rocm_sdk_devel/_devel.tar(.xz) (symlinks cannot go in a wheel). Expand
     it next to the other packages, record the new files in the devel distribution's RECORD and delete the
     tarball, as rocm_sdk._devel._lock_and_expand does; rocm_sdk treats the tree as initialized once the
-    tarball is gone and _rocm_sdk_devel/__init__.py exists."""
+    tarball is gone and _rocm_sdk_devel/__init__.py exists. Its share/doc/<component>/ license files are kept
+    for the package's info/licenses/ (install_wheels.py keep_license): TheRock puts share/doc/** in the artifacts'
+    `doc` component, which only the devel tree takes (build_python_packages.py and _therock_utils/
+    artifact_builder.py at 89553ce3), so the runtime wheels may carry no license file of their own."""
     tarballs = [site / DEVEL_PURE_PACKAGE / name for name in DEVEL_TARBALLS if (site / DEVEL_PURE_PACKAGE / name).exists()]
     if len(tarballs) != 1:
         raise InstallError(f"expected one of {', '.join(DEVEL_TARBALLS)} in {site / DEVEL_PURE_PACKAGE}, found {len(tarballs)}")
@@ -168,6 +171,8 @@ def expand_devel(site: Path) -> Path:
         for member in archive:
             roots.add(_safe_member(member.name).split("/", 1)[0])
             _extract(archive, member, site)
+            if member.isfile() and is_license(member.name, dist_info.name) and "SRC_DIR" in os.environ:
+                keep_license(dist_info.name, member.name, (site / member.name).read_bytes())
             if not member.isdir() and member.name not in listed:
                 rows.append([member.name, "", ""])
     _write_record(dist_info / "RECORD", rows)
