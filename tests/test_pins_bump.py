@@ -180,7 +180,7 @@ def test_a_held_pin_stays_with_its_reason(world, workspace, capsys):
     before = snapshot(workspace)
     docs = workspace / "docs" / "versions.md"
     docs.parent.mkdir()
-    docs.write_text("# Versions\n<!-- checked-against-upstream:start -->\nold\n<!-- checked-against-upstream:end -->\nafter\n")
+    docs.write_text("# Versions\n<!-- checked-against-upstream:start -->\nSTALE LIST\n<!-- checked-against-upstream:end -->\nafter\n")
     report = workspace / "report.md"
     code, out, _ = bump(capsys, world, workspace, "--json", "--write", "--report", str(report), "--docs")
     row = rows(out)["torchvision"]
@@ -188,7 +188,8 @@ def test_a_held_pin_stays_with_its_reason(world, workspace, capsys):
     assert row["reason"].startswith("hold: waiting for the ABI check") and snapshot(workspace) == before
     assert "torchvision" in report.read_text()  # the PR body (orchestrate/bump/report.py renders it)
     block = docs.read_text().split("<!-- checked-against-upstream:start -->")[1].split("<!-- checked-against-upstream:end -->")[0]
-    assert "torchvision" in block and "old" not in block and docs.read_text().endswith("after\n")
+    assert "torchvision: held at 0.29.1 (group torch): hold: waiting for the ABI check" in block
+    assert "STALE LIST" not in block and docs.read_text().endswith("after\n")
 
 
 def test_pins_reads_vllms_torch_from_the_wheel_not_the_json_api(world, workspace, capsys):

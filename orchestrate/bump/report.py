@@ -10,8 +10,9 @@ import re
 from pathlib import Path
 
 from ..errors import UserError, writing
+from .decide import CURRENT, HELD, MOVES, UNKNOWN
+from .write import atomic_write
 
-MOVES, CURRENT, HELD, UNKNOWN = "moves", "current", "held", "unknown"
 DOCS_FILE = Path("docs") / "versions.md"
 START = "<!-- checked-against-upstream:start -->"
 END = "<!-- checked-against-upstream:end -->"
@@ -93,7 +94,7 @@ def write_checked_against_upstream(path: Path, rows: list[dict], date: str) -> b
     if new == old:
         return False
     with writing("the checked-against-upstream list in", path):
-        path.write_text(f"{text[:start]}{START}\n{new}\n{text[end:]}")
+        atomic_write(path, f"{text[:start]}{START}\n{new}\n{text[end:]}")
     return True
 
 
