@@ -171,12 +171,19 @@ def test_an_unreachable_upstream_leaves_its_group_unwritten_and_the_result_parti
 
 
 def test_a_held_pin_stays_with_its_reason(world, workspace, capsys):
+    """`# hold:` on a pin's line, in variants/shared.yaml and in variants/pypi.yaml."""
     world.pypi("torchvision", "0.29.2", ["torch==2.14.1"])
+    world.pypi("model-hosting-container-standards", "0.1.17", [])
     code, out, _ = bump(capsys, world, workspace, "--json")
     assert rows(out)["torchvision"]["decision"] == "moves"
+    assert rows(out)["model-hosting-container-standards"]["decision"] == "moves"
     shared = workspace / "variants" / "shared.yaml"
     shared.write_text(shared.read_text().replace('torchvision_version: ["0.29.1"]',
                                                  'torchvision_version: ["0.29.1"]  # hold: waiting for the ABI check'))
+    table = workspace / "variants" / "pypi.yaml"
+    entry = "model-hosting-container-standards:\n    pypi: model-hosting-container-standards\n    version: 0.1.16"
+    assert entry in table.read_text()
+    table.write_text(table.read_text().replace(entry, entry + "  # hold: vLLM's serving API changed in 0.1.17"))
     before = snapshot(workspace)
     docs = workspace / "docs" / "versions.md"
     docs.parent.mkdir()
@@ -186,6 +193,9 @@ def test_a_held_pin_stays_with_its_reason(world, workspace, capsys):
     row = rows(out)["torchvision"]
     assert code == 0 and row["decision"] == "held" and row["hold"] == "waiting for the ABI check"
     assert row["reason"].startswith("hold: waiting for the ABI check") and snapshot(workspace) == before
+    repack = rows(out)["model-hosting-container-standards"]
+    assert repack["decision"] == "held" and repack["hold"] == "vLLM's serving API changed in 0.1.17"
+    assert repack["reason"].startswith("hold: vLLM's serving API changed in 0.1.17") and repack["files"] == []
     assert "torchvision" in report.read_text()  # the PR body (orchestrate/bump/report.py renders it)
     block = docs.read_text().split("<!-- checked-against-upstream:start -->")[1].split("<!-- checked-against-upstream:end -->")[0]
     assert "torchvision: held at 0.29.1 (group torch): hold: waiting for the ABI check" in block
