@@ -3,6 +3,7 @@ and its files, AMD's index, git repositories with tags and raw files at tags, al
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 import pytest
@@ -55,7 +56,8 @@ def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, w
     world.torch_215()
     world.aiter_release()
     before = snapshot(workspace)
-    code, out, err = bump(capsys, world, workspace, "--json", "--write")
+    report = workspace.parent / "report.md"
+    code, out, err = bump(capsys, world, workspace, "--json", "--write", "--report", str(report))
     assert code == 0, out + err
     found = rows(out)
     assert {name: (r["pinned"], r["to"]) for name, r in found.items() if r["decision"] == "moves"} == \
@@ -95,6 +97,19 @@ def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, w
     assert changed == {f for r in found.values() for f in r["files"]}
     assert found["aiter"]["files"] == ["recipes/aiter/recipe.yaml", "variants/pypi.yaml", "variants/shared.yaml"]
     assert not any(path.startswith(("recipes/flash-attn", "recipes/composable-kernel")) for path in changed)
+
+    # the comments that cite the old pins, for the reviewer to rewrite: each in a file written, each naming it
+    for name, (old, _) in TORCH_GROUP_215.items():
+        for line in found[name]["evidence"]:
+            where, number, comment = line.split(":", 2)
+            assert where in found[name]["files"] and comment.strip().startswith("#")
+            assert old in comment or re.search(r"\b[0-9a-f]{8}\b", comment), line  # the version, or the old commit
+    evidence = found["pytorch"]["evidence"]
+    assert any(line.startswith("variants/shared.yaml:") and "pytorch v2.14.1 release tarball" in line for line in evidence)
+    assert any(line.startswith("recipes/pytorch-rocm/recipe.yaml:") and "v2.14.1" in line for line in evidence)
+    body = report.read_text().split("## Evidence to update")[1].split("## Held")[0]
+    assert any("669b31ac" in line for line in found["vllm"]["evidence"])  # vLLM's old triton_kernels commit
+    assert "- **pytorch** (2.14.1 → 2.15.0):" in body and f"  - `{evidence[0]}`" in body
 
     code, out, _ = bump(capsys, world, workspace, "--json", "--write")  # a second run changes nothing
     assert code == 0 and snapshot(workspace) == after

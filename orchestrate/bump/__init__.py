@@ -67,6 +67,7 @@ def run(args, reporter: Reporter) -> int:
         groups = decide(Decider(workspace, upstreams, pins, world))
         if args.write:
             write.apply(workspace, groups, world)
+            write.stale_evidence(workspace, groups, {n: c.recipe for n, c in upstreams.components.items()})
     finally:
         shutil.rmtree(world.cache, ignore_errors=True)  # upstream clones and checkouts read for this run
     order = list(upstreams.components)
