@@ -3,7 +3,9 @@
 One HTTP server plays PyPI's JSON API (which may disagree with the files), the files themselves (wheels
 with their own METADATA, sdists, release archives; every file answers Range requests), AMD's index (PEP 503
 pages with #sha256= fragments) and raw files at a git ref (read from real git repositories in a tmp folder,
-which are also --git-base). `bump_workspace` copies the project's recipes, variants and patches and points
+which are also --git-base). The server is a child process serving what the test publishes into a folder
+(py-rattler-build holds the GIL while `orchestrate fetch` downloads, so a server thread in the test process
+would never answer); the ranges it was asked for are appended to a file the test reads (`World.ranges`). `bump_workspace` copies the project's recipes, variants and patches and points
 their upstream addresses at the world. A test starts from `baseline()` (upstream as our pins have it) and
 publishes what it needs on top."""
 from __future__ import annotations
@@ -14,9 +16,10 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
-import threading
 import zipfile
+from collections.abc import MutableMapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -87,29 +90,64 @@ def preimage(patch: str) -> dict[str, str]:
     return {path: "\n".join(lines) + "\n" for path, lines in files.items()}
 
 
+class Served(MutableMapping):
+    """What the server answers, by URL path, kept as files under a folder the server process reads."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def _file(self, path: str) -> Path:
+        return self.folder / (path.strip("/") + ("/index" if path.endswith("/") else ""))
+
+    def __getitem__(self, path: str) -> bytes:
+        try:
+            return self._file(path).read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise KeyError(path) from None
+
+    def __setitem__(self, path: str, data: bytes) -> None:
+        self._file(path).parent.mkdir(parents=True, exist_ok=True)
+        self._file(path).write_bytes(data)
+
+    def __delitem__(self, path: str) -> None:
+        if not self._file(path).is_file():
+            raise KeyError(path)
+        self._file(path).unlink()
+
+    def __iter__(self):
+        return ("/" + str(p.relative_to(self.folder)) for p in self.folder.rglob("*") if p.is_file())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def clear(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+
+
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server's naming)
-        world: World = self.server.world
         path = self.path.split("?")[0]
-        body, status, content_type = world.answer(path)
+        body, content_type = answer(self.server.root, path)
         if body is None:
             self.send_response(404)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
         ranged = re.match(r"bytes=(\d*)-(\d*)$", self.headers.get("Range", ""))
-        if ranged and status == 200:
+        if ranged:
             start, end = ranged.groups()
             size = len(body)
             first = size - int(end) if not start else int(start)
             last = size - 1 if not start or not end else min(int(end), size - 1)
             first = max(first, 0)
-            world.ranges.append(path)
+            with open(self.server.root / "ranges.log", "a") as log:
+                log.write(path + "\n")
             self.send_response(206)
             self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
             body = body[first:last + 1]
         else:
-            self.send_response(status)
+            self.send_response(200)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -119,53 +157,64 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+def answer(root: Path, path: str) -> tuple[bytes | None, str]:
+    """The body and type of a GET: a published file (a PyPI JSON document, an index page, a release file),
+    or a file at a ref of one of the world's git repositories (/raw/OWNER/REPO/REF/PATH)."""
+    if path.startswith("/raw/"):
+        owner, repo, ref, file = path[len("/raw/"):].split("/", 3)
+        try:
+            return git("show", f"{ref}:{file}", cwd=root / "git" / owner / repo).encode() + b"\n", "text/plain"
+        except subprocess.CalledProcessError:
+            return None, ""
+    served = Served(root / "served")
+    for candidate in (path, path.rstrip("/") + "/"):
+        if candidate in served:
+            kind = "application/json" if path.startswith("/pypi/") else "text/html" if path.startswith("/amd/") else \
+                "application/octet-stream"
+            return served[candidate], kind
+    return None, ""
+
+
+def serve(root: Path) -> None:
+    """The server process: prints its port, then answers until it is killed."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.root = root
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
 class World:
     def __init__(self, root: Path):
         self.root = root
         self.git_base = root / "git"
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.world = self
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.files = Served(root / "served")
+        self.files.clear()
+        (root / "ranges.log").write_text("")
+        self.process = subprocess.Popen([sys.executable, __file__, str(root)], stdout=subprocess.PIPE, text=True,
+                                        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "tests")})
+        self.url = f"http://127.0.0.1:{self.process.stdout.readline().strip()}"
         self.pypi_url, self.raw_base, self.amd_index = f"{self.url}/pypi", f"{self.url}/raw", f"{self.url}/amd/"
-        self.ranges: list[str] = []
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.commits: dict[str, str] = {}
         self._make_repositories()
         self.baseline()
 
+    @property
+    def ranges(self) -> list[str]:
+        """The paths the server answered with part of a file, oldest first."""
+        return (self.root / "ranges.log").read_text().split()
+
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    # ---- HTTP ----
-
-    def answer(self, path: str) -> tuple[bytes | None, int, str]:
-        if path in self.files:
-            return self.files[path], 200, "application/octet-stream"
-        if path.startswith("/pypi/") and path in self.json:
-            return json.dumps(self.json[path]).encode(), 200, "application/json"
-        if path.startswith("/amd/"):
-            project = path[len("/amd/"):].strip("/")
-            if project in self.amd:
-                links = "".join(f'<a href="/amd-files/{name}#sha256={digest}">{name}</a>\n'
-                                for name, digest in self.amd[project])
-                return f"<html><body>\n{links}</body></html>".encode(), 200, "text/html"
-        if path.startswith("/raw/"):
-            owner, repo, ref, file = path[len("/raw/"):].split("/", 3)
-            try:
-                return git("show", f"{ref}:{file}", cwd=self.git_base / owner / repo).encode() + b"\n", 200, "text/plain"
-            except subprocess.CalledProcessError:
-                return None, 404, ""
-        return None, 404, ""
+        self.process.kill()
+        self.process.wait()
 
     # ---- publishing ----
 
     def baseline(self) -> None:
         """Upstream as our pins have it: every pinned release, nothing newer."""
         self.json: dict[str, dict] = {}
-        self.files: dict[str, bytes] = {}
+        self.files.clear()
         self.amd: dict[str, list[tuple[str, str]]] = {}
-        self.ranges.clear()
+        (self.root / "ranges.log").write_text("")
         aiter = self.git_base / "ROCm" / "aiter"
         if "v0.1.21" in git("tag", cwd=aiter).split():
             git("tag", "-d", "v0.1.21", cwd=aiter)
@@ -203,11 +252,14 @@ class World:
         document["releases"][version] = [
             {"filename": wheel_name, "url": f"../../files/{wheel_name}", "yanked": False, "digests": {"sha256": sha256(wheel)}},
             {"filename": sdist_name, "url": f"../../files/{sdist_name}", "yanked": False, "digests": {"sha256": sha256(sdist)}}]
+        self.files[f"/pypi/{name}/json"] = json.dumps(document).encode()
 
     def rocm(self, version: str, torch: str, triton: str, torchvision: str, torchaudio: str) -> None:
         """A ROCm release on AMD's index with its PyTorch set (file names as AMD's index has them)."""
         def add(project: str, filename: str) -> None:
             self.amd.setdefault(project, []).append((filename, sha256(filename.encode())))
+            links = "".join(f'<a href="/amd-files/{name}#sha256={digest}">{name}</a>\n' for name, digest in self.amd[project])
+            self.files[f"/amd/{project}/"] = f"<html><body>\n{links}</body></html>".encode()
         add("rocm", f"rocm-{version}.tar.gz")
         for part in ("core", "libraries", "devel"):
             add(f"rocm-sdk-{part}", f"rocm_sdk_{part}-{version}-py3-none-linux_x86_64.whl")
@@ -314,3 +366,7 @@ def bump_workspace(world: World, target: Path) -> Path:
 def snapshot(workspace: Path) -> dict[str, str]:
     return {str(p.relative_to(workspace)): p.read_text() for folder in ("recipes", "variants")
             for p in sorted((workspace / folder).rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]))
