@@ -75,7 +75,8 @@ def run(args, reporter: Reporter) -> int:
     proofs = []
     if args.prove:
         from .prove import prove
-        proofs = prove(workspace, reporter)
+        # --json keeps stdout for the rows: the proofs' progress would corrupt them (--report has the proofs)
+        proofs = prove(workspace, Reporter(quiet=True) if args.json else reporter)
     now = datetime.datetime.now(datetime.timezone.utc)
     if args.report:
         args.report.write_text(report.markdown(rows, proofs, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
@@ -86,6 +87,8 @@ def run(args, reporter: Reporter) -> int:
         print(json.dumps(rows, indent=2))
     else:
         show(groups, rows, reporter, args.write)
+        for proof in proofs:
+            reporter.line(f"proof {proof.name}: {proof.status}: {proof.detail}")
     if any(p.status == "failed" for p in proofs):
         return PROOF_FAILED
     return PARTIAL if any(r["decision"] == UNKNOWN for r in rows) else 0
