@@ -68,6 +68,8 @@ def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, w
     # PyPI's JSON says vLLM 0.34.0 wants torch 2.14.0; its wheel's METADATA (read by range requests) says 2.15.0
     assert "vllm 0.34.0 requires torch==2.15.0 (vllm-0.34.0-py3-none-any.whl METADATA (range read))" in found["pytorch"]["reason"]
     assert any("vllm-0.34.0" in path for path in world.ranges)
+    # the sdist --write downloads anyway says the same on ROCm
+    assert "vllm-0.34.0.tar.gz CMakeLists.txt TORCH_SUPPORTED_VERSION_ROCM 2.15.0 agrees" in found["vllm"]["reason"]
     assert found["triton"]["reason"].startswith("torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl METADATA")
     assert "pytorch/pytorch cmake/External/aotriton.cmake at v2.15.0" in found["aotriton"]["reason"]
     assert found["pytorch"]["notes_url"] == "https://github.com/pytorch/pytorch/releases/tag/v2.15.0"
@@ -164,6 +166,17 @@ def test_torch_is_held_while_no_vllm_allows_it(world, workspace, capsys):
     code, out, _ = bump(capsys, world, workspace)
     line = next(line for line in out.splitlines() if line.startswith("pytorch "))
     assert f"held at 2.14.1: {VLLM_033_RULE}" in line
+
+
+def test_vllms_rocm_torch_minimum_from_its_sdist_shows_a_disagreement_and_holds_the_group(world, workspace, capsys):
+    world.torch_215(vllm_rocm_torch="2.16.0")
+    code, out, _ = bump(capsys, world, workspace, "--json")
+    found = rows(out)
+    disagreement = "vllm-0.34.0.tar.gz CMakeLists.txt TORCH_SUPPORTED_VERSION_ROCM 2.16.0 disagrees: it is the minimum on ROCm"
+    for name in TORCH_GROUP_215:
+        assert found[name]["decision"] == "held", found[name]
+        assert "vllm 0.34.0's ROCm build needs torch >= 2.16.0" in found[name]["reason"] and disagreement in found[name]["reason"]
+    assert code == 0
 
 
 def test_a_flash_attn_commit_that_breaks_our_patch_holds_its_group(world, workspace, capsys):

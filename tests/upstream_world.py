@@ -229,7 +229,8 @@ class World:
             git("tag", "-d", "v0.1.21", cwd=aiter)
         self.pypi("torch", "2.14.1", ["triton~=3.8.0", "filelock"])
         self.pypi("triton", "3.8.0", [])
-        self.pypi("vllm", "0.33.0", ["torch==2.14.0", "torchaudio==2.11.0"], rocm_requires=["conch-triton-kernels==1.2.1"])
+        self.pypi("vllm", "0.33.0", ["torch==2.14.0", "torchaudio==2.11.0"], rocm_requires=["conch-triton-kernels==1.2.1"],
+                  torch_rocm="2.14.0")
         self.pypi("torchvision", "0.29.1", ["torch==2.14.1"])
         self.pypi("torchaudio", "2.11.0", ["torch==2.14.1"])
         self.pypi("flash-attn", "2.8.3.post2", ["torch"])
@@ -241,9 +242,10 @@ class World:
         self.rocm("10.1.0", torch="2.14.0", triton="3.8.0+git675c5987", torchvision="0.29.0a0", torchaudio="2.11.0.3")
 
     def pypi(self, name: str, version: str, requires: list[str], json_requires: list[str] | None = None,
-             rocm_requires: list[str] | None = None, padding: int = 0) -> None:
+             rocm_requires: list[str] | None = None, padding: int = 0, torch_rocm: str = "") -> None:
         """A release with a Linux wheel (its METADATA says `requires`; PyPI's JSON says `json_requires`, by
-        default the same) and an sdist (PKG-INFO and, for vLLM, requirements/rocm.txt)."""
+        default the same) and an sdist (PKG-INFO and, for vLLM, requirements/rocm.txt and CMakeLists.txt's
+        TORCH_SUPPORTED_VERSION_ROCM `torch_rocm`)."""
         document = self.json.setdefault(f"/pypi/{name}/json", {"info": {"name": name}, "releases": {}})
         document["info"].update({"version": version, "requires_dist": json_requires if json_requires is not None else requires})
         underscored = name.replace("-", "_")
@@ -256,7 +258,8 @@ class World:
                         + "".join(f"Requires-Dist: {line}\n" for line in requires),
             "requirements/common.txt": "regex\n",
             "requirements/rocm.txt": "-r common.txt\n" + "".join(f"{line}\n" for line in rocm_requires or []),
-            "docker/Dockerfile.rocm": f"ARG ROCM_TRITON_KERNELS_COMMIT={self.commits.get(TRITON_KERNELS.get(version, ''), '0' * 40)}\n"})
+            "docker/Dockerfile.rocm": f"ARG ROCM_TRITON_KERNELS_COMMIT={self.commits.get(TRITON_KERNELS.get(version, ''), '0' * 40)}\n",
+            **({"CMakeLists.txt": f'set(TORCH_SUPPORTED_VERSION_ROCM "{torch_rocm}")\n'} if torch_rocm else {})})
         self.files[f"/files/{wheel_name}"], self.files[f"/files/{sdist_name}"] = wheel, sdist
         document["releases"][version] = [
             {"filename": wheel_name, "url": f"../../files/{wheel_name}", "yanked": False, "digests": {"sha256": sha256(wheel)}},
@@ -292,9 +295,10 @@ class World:
         self.files[f"/github/{path}"] = data
         return data
 
-    def torch_215(self, vllm_allows: bool = True, json_disagrees: bool = True) -> None:
+    def torch_215(self, vllm_allows: bool = True, json_disagrees: bool = True, vllm_rocm_torch: str = "2.15.0") -> None:
         """ROCm 10.2 with torch 2.15 on AMD's index, torch 2.15.0 and its companions on PyPI and GitHub, and
-        (vllm_allows) a vLLM 0.34.0 whose wheel METADATA requires torch==2.15.0 (its JSON says 2.14.0)."""
+        (vllm_allows) a vLLM 0.34.0 whose wheel METADATA requires torch==2.15.0 (its JSON says 2.14.0) and whose
+        sdist's CMakeLists.txt says TORCH_SUPPORTED_VERSION_ROCM `vllm_rocm_torch`."""
         self.rocm("10.2.0", torch="2.15.0", triton="3.9.0+gitabcdef12", torchvision="0.30.0a0", torchaudio="2.12.0.1")
         self.pypi("torch", "2.15.0", ["triton==3.9.0", "filelock"], json_requires=["triton==3.8.0"])
         self.pypi("triton", "3.9.0", [])
@@ -306,7 +310,7 @@ class World:
         if vllm_allows:
             self.pypi("vllm", "0.34.0", ["torch==2.15.0", "torchaudio==2.12.0"],
                       json_requires=["torch==2.14.0"] if json_disagrees else None,
-                      rocm_requires=["conch-triton-kernels==1.2.1"], padding=70000)
+                      rocm_requires=["conch-triton-kernels==1.2.1"], padding=70000, torch_rocm=vllm_rocm_torch)
 
     def aiter_release(self) -> None:
         """aiter v0.1.21: its setup.py pins flydsl 0.5.0 (on PyPI), its CK submodule moves to CK 1.4."""
