@@ -250,7 +250,10 @@ def rerender(output: Output, config: VariantConfig, data: dict, scratch: Path) -
     recipe._recipe_path = output.recipe_path  # py-rattler-build 0.73 has no public setter for this
     for variant in recipe.render(config):
         stage1 = variant.recipe.to_dict()
-        if stage1["package"]["name"] == output.name and {k: str(v) for k, v in variant.variant.items()} == output.variant:
+        # the copy may carry a key the output's render left out (a requirement under an `if:` not taken,
+        # like pytorch's aotriton on gfx908): every key the output used must match
+        rendered = {k: str(v) for k, v in variant.variant.items()}
+        if stage1["package"]["name"] == output.name and all(rendered.get(k) == v for k, v in output.variant.items()):
             return variant
     raise RuntimeError(f"{output.label}: re-rendering an edited recipe lost the variant")
 

@@ -3,13 +3,14 @@ and its files, AMD's index, git repositories with tags and raw files at tags, al
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 import pytest
 import yaml
 
 from orchestrate.cli import main
-from upstream_world import World, bump_workspace, sha256, snapshot
+from upstream_world import ARCHS, World, bump_workspace, sha256, snapshot, stand_in_channel
 
 TORCH_GROUP_215 = {"vllm": ("0.33.0", "0.34.0"), "pytorch": ("2.14.1", "2.15.0"), "triton": ("3.8.0", "3.9.0"),
                    "aotriton": ("0.13b", "0.14b"), "torchvision": ("0.29.1", "0.30.0"),
@@ -54,8 +55,11 @@ def closed_port() -> int:
 def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, workspace, capsys):
     world.torch_215()
     world.aiter_release()
+    channel = stand_in_channel(workspace, workspace.parent / "conda-forge")
+    (workspace / "orchestrate.toml").write_text(f'source_channels = ["{channel}"]\n')
     before = snapshot(workspace)
-    code, out, err = bump(capsys, world, workspace, "--json", "--write")
+    report = workspace.parent / "report.md"
+    code, out, err = bump(capsys, world, workspace, "--json", "--write", "--prove", "--report", str(report))
     assert code == 0, out + err
     found = rows(out)
     assert {name: (r["pinned"], r["to"]) for name, r in found.items() if r["decision"] == "moves"} == \
@@ -64,6 +68,8 @@ def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, w
     # PyPI's JSON says vLLM 0.34.0 wants torch 2.14.0; its wheel's METADATA (read by range requests) says 2.15.0
     assert "vllm 0.34.0 requires torch==2.15.0 (vllm-0.34.0-py3-none-any.whl METADATA (range read))" in found["pytorch"]["reason"]
     assert any("vllm-0.34.0" in path for path in world.ranges)
+    # the sdist --write downloads anyway says the same on ROCm
+    assert "vllm-0.34.0.tar.gz CMakeLists.txt TORCH_SUPPORTED_VERSION_ROCM 2.15.0 agrees" in found["vllm"]["reason"]
     assert found["triton"]["reason"].startswith("torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl METADATA")
     assert "pytorch/pytorch cmake/External/aotriton.cmake at v2.15.0" in found["aotriton"]["reason"]
     assert found["pytorch"]["notes_url"] == "https://github.com/pytorch/pytorch/releases/tag/v2.15.0"
@@ -78,9 +84,9 @@ def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, w
     assert sha256(world.files["/github/pytorch/vision/archive/refs/tags/v0.30.0.tar.gz"]) in after["recipes/torchvision-rocm/recipe.yaml"]
     vllm_sdist = world.files["/files/vllm-0.34.0.tar.gz"]
     assert f"vllm_sdist_sha256: {sha256(vllm_sdist)}" in after["recipes/vllm/recipe.yaml"]
-    assert yaml.safe_load(after["recipes/vllm/recipe.yaml"])["context"]["triton_kernels_commit"] == "c" * 40
+    assert yaml.safe_load(after["recipes/vllm/recipe.yaml"])["context"]["triton_kernels_commit"] == world.commits["rocm-triton-0.34"]
     triton = yaml.safe_load(after["recipes/triton-rocm/recipe.yaml"])["context"]
-    assert triton["triton_commit"] == world.commits["triton-3.9"] and triton["llvm_commit"] == "b" * 40
+    assert triton["triton_commit"] == world.commits["triton-3.9"] and triton["llvm_commit"] == world.commits["llvm-b"]
     assert yaml.safe_load(after["recipes/aotriton/recipe.yaml"])["context"]["aotriton_commit"] == world.commits["aotriton-0.14b"]
     lock = yaml.safe_load(after["variants/prebuilt-lock.yaml"])["artifacts"]
     assert lock["torch"]["file"] == "torch-2.15.0+rocm10.2.0-cp312-cp312-linux_x86_64.whl"
@@ -96,18 +102,35 @@ def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, w
     assert found["aiter"]["files"] == ["recipes/aiter/recipe.yaml", "variants/pypi.yaml", "variants/shared.yaml"]
     assert not any(path.startswith(("recipes/flash-attn", "recipes/composable-kernel")) for path in changed)
 
+    # the comments that cite the old pins, for the reviewer to rewrite: each in a file written, each naming it
+    for name, (old, _) in TORCH_GROUP_215.items():
+        for line in found[name]["evidence"]:
+            where, number, comment = line.split(":", 2)
+            assert where in found[name]["files"] and comment.strip().startswith("#")
+            assert old in comment or re.search(r"\b[0-9a-f]{8}\b", comment), line  # the version, or the old commit
+    evidence = found["pytorch"]["evidence"]
+    assert any(line.startswith("variants/shared.yaml:") and "pytorch v2.14.1 release tarball" in line for line in evidence)
+    assert any(line.startswith("recipes/pytorch-rocm/recipe.yaml:") and "v2.14.1" in line for line in evidence)
+    body = report.read_text().split("## Evidence to update")[1].split("## Held")[0]
+    old_kernels = world.commits["rocm-triton-0.33"][:8]  # vLLM's old triton_kernels commit, cited by its short form
+    assert any(old_kernels in line for line in found["vllm"]["evidence"])
+    assert "- **pytorch** (2.14.1 → 2.15.0):" in body and f"  - `{evidence[0]}`" in body
+
     code, out, _ = bump(capsys, world, workspace, "--json", "--write")  # a second run changes nothing
     assert code == 0 and snapshot(workspace) == after
     assert not [name for name, r in rows(out).items() if r["decision"] == "moves"]
 
-    # the moved set plans on both PyTorch paths (bump-prove's proofs plan every architecture; two here, for time)
-    for arch in ("gfx1151", "gfx942"):
-        for path in ("prebuilt", "source"):
-            capsys.readouterr()
-            code = main(["plan", "--workspace", str(workspace), "--arch", arch, "--no-source-channels", "-q",
-                         "--variant", f"pytorch_from={path}"])
-            out, err = capsys.readouterr()
-            assert code == 0 and "pytorch" in out and "2.15.0" in out, out + err
+    # the written set proven as a maintainer would: every source of every plan downloaded from the world and
+    # checked (the moved archives, AMD's new wheels, the git commits) with every patch applied; every
+    # architecture planned on both PyTorch paths; every environment solved against a channel with what they need
+    proven = report.read_text().split("## What was proven")[1].split("## How to review")[0]
+    assert "- **passed** fetch: " in proven and "every checksum and commit matched, every patch applied" in proven
+    assert f"- **passed** plan: {2 * len(ARCHS)} plan(s): {len(ARCHS)} architecture(s) on prebuilt and source" in proven
+    assert f"- **passed** solve: every environment of {2 * len(ARCHS)} plan(s) solves against {channel}" in proven
+    downloaded = set(world.requests)
+    assert {"/github/pytorch/pytorch/releases/download/v2.15.0/pytorch-v2.15.0.tar.gz", "/files/vllm-0.34.0.tar.gz",
+            "/amd-files/torch-2.15.0+rocm10.2.0-cp312-cp312-linux_x86_64.whl",
+            "/amd-files/rocm_sdk_device_gfx1151-10.2.0-py3-none-linux_x86_64.whl"} <= downloaded
 
 
 def test_a_failed_download_holds_the_group_and_writes_none_of_it(world, workspace, capsys):
@@ -145,6 +168,17 @@ def test_torch_is_held_while_no_vllm_allows_it(world, workspace, capsys):
     assert f"held at 2.14.1: {VLLM_033_RULE}" in line
 
 
+def test_vllms_rocm_torch_minimum_from_its_sdist_shows_a_disagreement_and_holds_the_group(world, workspace, capsys):
+    world.torch_215(vllm_rocm_torch="2.16.0")
+    code, out, _ = bump(capsys, world, workspace, "--json")
+    found = rows(out)
+    disagreement = "vllm-0.34.0.tar.gz CMakeLists.txt TORCH_SUPPORTED_VERSION_ROCM 2.16.0 disagrees: it is the minimum on ROCm"
+    for name in TORCH_GROUP_215:
+        assert found[name]["decision"] == "held", found[name]
+        assert "vllm 0.34.0's ROCm build needs torch >= 2.16.0" in found[name]["reason"] and disagreement in found[name]["reason"]
+    assert code == 0
+
+
 def test_a_flash_attn_commit_that_breaks_our_patch_holds_its_group(world, workspace, capsys):
     world.pypi("flash-attn", "2.9.0", ["torch"])
     before = snapshot(workspace)
@@ -171,24 +205,35 @@ def test_an_unreachable_upstream_leaves_its_group_unwritten_and_the_result_parti
 
 
 def test_a_held_pin_stays_with_its_reason(world, workspace, capsys):
+    """`# hold:` on a pin's line, in variants/shared.yaml and in variants/pypi.yaml."""
     world.pypi("torchvision", "0.29.2", ["torch==2.14.1"])
+    world.pypi("model-hosting-container-standards", "0.1.17", [])
     code, out, _ = bump(capsys, world, workspace, "--json")
     assert rows(out)["torchvision"]["decision"] == "moves"
+    assert rows(out)["model-hosting-container-standards"]["decision"] == "moves"
     shared = workspace / "variants" / "shared.yaml"
     shared.write_text(shared.read_text().replace('torchvision_version: ["0.29.1"]',
                                                  'torchvision_version: ["0.29.1"]  # hold: waiting for the ABI check'))
+    table = workspace / "variants" / "pypi.yaml"
+    entry = "model-hosting-container-standards:\n    pypi: model-hosting-container-standards\n    version: 0.1.16"
+    assert entry in table.read_text()
+    table.write_text(table.read_text().replace(entry, entry + "  # hold: vLLM's serving API changed in 0.1.17"))
     before = snapshot(workspace)
     docs = workspace / "docs" / "versions.md"
     docs.parent.mkdir()
-    docs.write_text("# Versions\n<!-- checked-against-upstream:start -->\nold\n<!-- checked-against-upstream:end -->\nafter\n")
+    docs.write_text("# Versions\n<!-- checked-against-upstream:start -->\nSTALE LIST\n<!-- checked-against-upstream:end -->\nafter\n")
     report = workspace / "report.md"
     code, out, _ = bump(capsys, world, workspace, "--json", "--write", "--report", str(report), "--docs")
     row = rows(out)["torchvision"]
     assert code == 0 and row["decision"] == "held" and row["hold"] == "waiting for the ABI check"
     assert row["reason"].startswith("hold: waiting for the ABI check") and snapshot(workspace) == before
+    repack = rows(out)["model-hosting-container-standards"]
+    assert repack["decision"] == "held" and repack["hold"] == "vLLM's serving API changed in 0.1.17"
+    assert repack["reason"].startswith("hold: vLLM's serving API changed in 0.1.17") and repack["files"] == []
     assert "torchvision" in report.read_text()  # the PR body (orchestrate/bump/report.py renders it)
     block = docs.read_text().split("<!-- checked-against-upstream:start -->")[1].split("<!-- checked-against-upstream:end -->")[0]
-    assert "torchvision" in block and "old" not in block and docs.read_text().endswith("after\n")
+    assert "torchvision: held at 0.29.1 (group torch): hold: waiting for the ABI check" in block
+    assert "STALE LIST" not in block and docs.read_text().endswith("after\n")
 
 
 def test_pins_reads_vllms_torch_from_the_wheel_not_the_json_api(world, workspace, capsys):

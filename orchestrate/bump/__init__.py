@@ -12,7 +12,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -23,14 +22,12 @@ from ..options import ARCH_ENV, find_workspace
 from ..pins import AMD_INDEX_ENV, DEFAULT_GIT_BASE, GIT_BASE_ENV
 from ..ui import Reporter
 from ..upstreams import Upstreams, read_pins
-from . import write
+from . import report, write
 from .decide import MOVES, UNKNOWN, Decider, Group
 from .releases import DEFAULT_RAW_BASE, RAW_BASE_ENV, World
 from .torch_group import decide_torch
 
 PARTIAL, PROOF_FAILED = 3, 1
-DOCS_FILE = "docs/versions.md"
-DOCS_START, DOCS_END = "<!-- checked-against-upstream:start -->", "<!-- checked-against-upstream:end -->"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --bump: prove the set (fetch, plan for every architecture, solve, contract tests)")
     parser.add_argument("--report", type=Path, metavar="FILE", help="with --bump: write the Markdown report (a PR body)")
     parser.add_argument("--docs", action="store_true",
-                        help=f"with --bump: rewrite the dated 'Checked against upstream' list in {DOCS_FILE}")
+                        help=f"with --bump: rewrite the dated 'Checked against upstream' list in {report.DOCS_FILE}")
     parser.add_argument("--raw-base", help=f"with --bump: where files at a git tag are read, as BASE/OWNER/REPO/REF/PATH "
                                            f"(default: ${RAW_BASE_ENV}, else {DEFAULT_RAW_BASE} while --git-base is "
                                            "GitHub, else git itself against --git-base)")
@@ -70,6 +67,7 @@ def run(args, reporter: Reporter) -> int:
         groups = decide(Decider(workspace, upstreams, pins, world))
         if args.write:
             write.apply(workspace, groups, world)
+            write.stale_evidence(workspace, groups, {n: c.recipe for n, c in upstreams.components.items()})
     finally:
         shutil.rmtree(world.cache, ignore_errors=True)  # upstream clones and checkouts read for this run
     order = list(upstreams.components)
@@ -77,17 +75,20 @@ def run(args, reporter: Reporter) -> int:
     proofs = []
     if args.prove:
         from .prove import prove
-        proofs = prove(workspace, reporter)
+        # --json keeps stdout for the rows: the proofs' progress would corrupt them (--report has the proofs)
+        proofs = prove(workspace, Reporter(quiet=True) if args.json else reporter)
     now = datetime.datetime.now(datetime.timezone.utc)
     if args.report:
-        from .report import markdown
-        args.report.write_text(markdown(rows, proofs, generated=now.strftime("%Y-%m-%d %H:%M UTC"), written=args.write))
+        args.report.write_text(report.markdown(rows, proofs, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
+                                               written=args.write))
     if args.docs:
-        rewrite_docs(workspace, rows, now.date().isoformat())
+        report.write_checked_against_upstream(workspace / report.DOCS_FILE, rows, now.date().isoformat())
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         show(groups, rows, reporter, args.write)
+        for proof in proofs:
+            reporter.line(f"proof {proof.name}: {proof.status}: {proof.detail}")
     if any(p.status == "failed" for p in proofs):
         return PROOF_FAILED
     return PARTIAL if any(r["decision"] == UNKNOWN for r in rows) else 0
@@ -123,13 +124,3 @@ def show(groups: list[Group], rows: list[dict], reporter: Reporter, written: boo
         summary.append(f"unknown: {', '.join(unknown)} (the result is partial)")
     reporter.line("; ".join(summary))
 
-
-def rewrite_docs(workspace: Path, rows: list[dict], date: str) -> None:
-    from .report import checked_against_upstream
-    path = workspace / DOCS_FILE
-    text = path.read_text() if path.is_file() else ""
-    pattern = re.compile(re.escape(DOCS_START) + r".*?" + re.escape(DOCS_END), re.S)
-    if not pattern.search(text):
-        raise UserError(f"{path} has no {DOCS_START} … {DOCS_END} block: add the two markers where the list goes")
-    block = f"{DOCS_START}\n{checked_against_upstream(rows, date).rstrip()}\n{DOCS_END}"
-    write.atomic_write(path, pattern.sub(lambda m: block, text, count=1))

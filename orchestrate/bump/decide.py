@@ -42,6 +42,7 @@ class Row:
     notes_url: str | None = None
     hold: str | None = None
     files: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)  # after --write: comments that still cite the old pin
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)

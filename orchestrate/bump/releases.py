@@ -65,18 +65,8 @@ class World:
 
     def project(self, name: str) -> dict:
         """PyPI's JSON document of a project (the list of releases and files; not their requirements)."""
-        if name not in self._json:
-            url = f"{self.pypi_url}/{name}/json"
-            try:
-                self._json[name] = web.get_json(url, self.timeout)
-            except web.Unreachable as exc:
-                self._json[name] = ReadError(f"cannot reach {url} ({exc})", unreachable=True)
-            except LookupError as exc:
-                self._json[name] = ReadError(str(exc))
-        found = self._json[name]
-        if isinstance(found, ReadError):
-            raise found
-        return found
+        url = f"{self.pypi_url}/{name}/json"
+        return _remembered(self._json, name, url, lambda: web.get_json(url, self.timeout))
 
     def releases(self, name: str, include_pre: bool = False) -> list[tuple[Version, str]]:
         """(version, label) of every release with a file that is not yanked, oldest first."""
@@ -262,20 +252,25 @@ class World:
     # ---- AMD's index ----
 
     def amd_files(self, project: str) -> list[package_index.IndexFile]:
-        if project not in self._amd:
-            try:
-                self._amd[project] = package_index.read_project(self.amd_index, project, self.timeout) or []
-            except web.Unreachable as exc:
-                self._amd[project] = ReadError(f"cannot reach {self.amd_index} ({exc})", unreachable=True)
-            except LookupError as exc:
-                self._amd[project] = ReadError(str(exc))
-        found = self._amd[project]
-        if isinstance(found, ReadError):
-            raise found
-        return found
+        return _remembered(self._amd, project, self.amd_index,
+                           lambda: package_index.read_project(self.amd_index, project, self.timeout) or [])
 
     def amd_versions(self, project: str) -> list[Version]:
         return package_index.versions_of(self.amd_files(project), project)
+
+
+def _remembered(table: dict, key: str, where: str, read):
+    """read() once per key; a failure is remembered too, so one run asks an upstream that failed only once."""
+    if key not in table:
+        try:
+            table[key] = read()
+        except web.Unreachable as exc:
+            table[key] = ReadError(f"cannot reach {where} ({exc})", unreachable=True)
+        except LookupError as exc:
+            table[key] = ReadError(str(exc))
+    if isinstance(table[key], ReadError):
+        raise table[key]
+    return table[key]
 
 
 def _requires_dist(text: str) -> list[str]:

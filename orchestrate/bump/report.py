@@ -10,8 +10,9 @@ import re
 from pathlib import Path
 
 from ..errors import UserError, writing
+from .decide import CURRENT, HELD, MOVES, UNKNOWN
+from .write import atomic_write
 
-MOVES, CURRENT, HELD, UNKNOWN = "moves", "current", "held", "unknown"
 DOCS_FILE = Path("docs") / "versions.md"
 START = "<!-- checked-against-upstream:start -->"
 END = "<!-- checked-against-upstream:end -->"
@@ -42,6 +43,15 @@ def markdown(rows: list[dict], proofs: list, *, generated: str, written: bool) -
                   f"{_cell(r.get('group') or '')} | {_cell(r.get('reason') or '')} | {_files(r)} |" for r in moves]
     else:
         lines.append("Nothing moves.")
+    stale = [r for r in moves if r.get("evidence")]
+    if stale:
+        lines += ["", "## Evidence to update", "",
+                  "These comments in the files written still name the old version or commit. They are the "
+                  "evidence for the pin: rewrite each for the new release (with a public https source, or "
+                  "`unverified: <what would verify it>`) before merging.", ""]
+        for row in stale:
+            lines.append(f"- **{row['name']}** ({row['pinned']} → {row.get('to')}):")
+            lines += [f"  - `{_code(where)}`" for where in row["evidence"]]
     lines += ["", "## Held", ""]
     lines += [f"- **{r['name']}** stays at {r['pinned']}{_group(r)}: {_held_reason(r)}{_newer(r)}" for r in held] or ["None."]
     lines += ["", "## Unknown", ""]
@@ -93,7 +103,7 @@ def write_checked_against_upstream(path: Path, rows: list[dict], date: str) -> b
     if new == old:
         return False
     with writing("the checked-against-upstream list in", path):
-        path.write_text(f"{text[:start]}{START}\n{new}\n{text[end:]}")
+        atomic_write(path, f"{text[:start]}{START}\n{new}\n{text[end:]}")
     return True
 
 
@@ -149,6 +159,11 @@ def _files(row: dict) -> str:
 def _cell(text: str) -> str:
     """One table cell: a pipe or a line break would end the cell or the row."""
     return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """Inline code: a backtick would end it."""
+    return str(text).replace("`", "'")
 
 
 def _count(items: list, noun: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from .decide import CURRENT, HELD, MOVES, UNKNOWN, Decider, Download, Edit, Group, admits_series, series, spec_on
 from .releases import ReadError
@@ -68,7 +68,9 @@ def decide_torch(d: Decider) -> Group:
         return group
     vllm_label, vllm_requires, vllm_rule, target = chosen
     d.vllm_requires, d.vllm_label = (list(vllm_requires.value), vllm_requires.source), vllm_label
+    rocm_minimum = None
     if vllm_label != vllm.pinned:
+        rocm_minimum, vllm_rule = _rocm_minimum(d, vllm_label, spec_on(vllm_requires.value, torch_name), vllm_rule)
         vllm.decision, vllm.to = MOVES, vllm_label
         vllm.notes_url = f"https://github.com/vllm-project/vllm/releases/tag/v{vllm_label}"
         vllm.reason = f"{vllm_rule}"
@@ -96,7 +98,10 @@ def decide_torch(d: Decider) -> Group:
 
     unknown = [r for r in group.rows if r.decision == UNKNOWN]
     core_moves = any(rows[n].decision == MOVES for n in ("pytorch", "rocm-sdk", "pytorch-amd"))
-    if target != pinned_torch and torch.decision != MOVES:  # vLLM's choice needs that torch
+    if rocm_minimum is not None and target < rocm_minimum:
+        group.hold_all(f"vllm {vllm_label}'s ROCm build needs torch >= {rocm_minimum} ({vllm_rule}); "
+                       f"pytorch can move only to {target}")
+    elif target != pinned_torch and torch.decision != MOVES:  # vLLM's choice needs that torch
         group.hold_all(f"the torch group moves whole and pytorch {target} cannot move ({torch.reason})")
     elif core_moves and unknown:
         group.hold_all(f"the torch group moves whole and {unknown[0].name} could not be read ({unknown[0].reason})")
@@ -105,6 +110,20 @@ def decide_torch(d: Decider) -> Group:
         group.hold_all(f"torch {target} needs a ROCm whose torch is {'.'.join(map(str, series(target)))} on AMD's "
                        f"index ({rows['pytorch-amd'].reason or 'none found'})")
     return group
+
+
+def _rocm_minimum(d: Decider, label: str, spec, rule: str) -> tuple[Version | None, str]:
+    """The torch vLLM's ROCm build accepts at least (its sdist's CMakeLists.txt), read where the sdist is
+    downloaded anyway (a vLLM that moves: --write takes its sha256), and the rule saying whether it agrees
+    with the wheel METADATA; (None, rule) where the sdist does not say."""
+    try:
+        value, source = d.sdist_fact("vllm", "torch_rocm_minimum", label)
+        minimum = Version(value)
+    except (ReadError, InvalidVersion):
+        return None, rule
+    agrees = spec is None or admits_series(spec, minimum)
+    return minimum, rule + (f"; {source} TORCH_SUPPORTED_VERSION_ROCM {value} " +
+                            ("agrees" if agrees else "disagrees: it is the minimum on ROCm"))
 
 
 def _pypi_sha256(d: Decider, project: str, label: str) -> str:

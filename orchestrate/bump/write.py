@@ -26,6 +26,8 @@ from ..pypi_table import SHA256, load_table
 from .decide import HELD, UNKNOWN, Download, Edit, Group
 from .releases import ReadError, World
 
+COMMIT = re.compile(r"[0-9a-f]{40}")
+
 
 class NotWritten(Exception):
     """Why a group could not be written (its rows say it)."""
@@ -74,6 +76,32 @@ def atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def stale_evidence(workspace: Path, groups: list[Group], recipes: dict[str, str | None]) -> None:
+    """Fill each written move's `evidence`: the comment lines of the files written that still name its old
+    version, or the old commit of its recipe. --write keeps comments (they are the evidence for a pin), so
+    after a move they describe the old release; the reviewer rewrites exactly these lines."""
+    for group in groups:
+        for row in group.moving():
+            if not row.files:
+                continue
+            recipe_file = f"recipes/{recipes.get(row.name)}/recipe.yaml"
+            commits = [e.old[:8] for e in group.edits if e.kind == "literal" and e.target == recipe_file
+                       and COMMIT.fullmatch(e.old)]
+            needles = [re.compile(rf"(?<![\d.]){re.escape(row.pinned)}(?!\d|\.\d)")] + \
+                      [re.compile(rf"(?<![0-9a-f]){c}") for c in commits]
+            for name in row.files:
+                for number, line in enumerate((workspace / name).read_text().splitlines(), 1):
+                    comment = _comment(line)
+                    if comment and any(n.search(comment) for n in needles):
+                        row.evidence.append(f"{name}:{number}: {comment}")
+
+
+def _comment(line: str) -> str:
+    """The comment of a YAML line ('' without one); a '#' inside a value (a URL's fragment) is not one."""
+    found = re.search(r"(?:^|\s)(#.*)$", line)
+    return found.group(1).strip() if found else ""
 
 
 def _edited(staged: dict[Path, str], path: Path, edit: Edit, workspace: Path, world: World) -> str:
