@@ -287,19 +287,21 @@ def test_a_wheel_without_a_license_takes_a_host_packages_license_folder_at_the_v
                "LICENSES_FROM": str(prefix / "share/licenses/demo")}
         done = subprocess.run([sys.executable, str(REPO / "recipes/_shared/install_wheels.py"), str(device)], env=env,
                               capture_output=True, text=True)
-        return done, {str(p.relative_to(src)): p.read_text() for p in sorted(src.glob("wheel-licenses/**/*")) if p.is_file()}
+        kept = {str(p.relative_to(src)): p.read_text() for p in sorted(src.glob("wheel-licenses/**/*")) if p.is_file()}
+        return done, kept
 
     done, got = build("2.0")
     assert done.returncode == 0, done.stderr
     note = "wheel-licenses/demo_device-2.0.dist-info/LICENSES-FROM-HOST-WHEEL.txt"
     lent = "wheel-licenses/demo-licenses-2.0/hip/LICENSE.md"
     assert set(got) == {lent, note} and got[lent] == "license of HIP\n", got
-    assert "the conda package demo-licenses 2.0" in got[note] and "requires demo-host at exactly that version" in got[note]
+    assert "the conda package demo-licenses 2.0" in got[note]
+    assert "requires demo-host at exactly that version" in got[note]
     done, got = build("1.0")  # another version of the package lends nothing
     assert done.returncode == 0 and got == {}, (done.stderr, got)
     done, got = build(None)
     assert done.returncode == 1 and got == {}
     assert done.stderr.strip().splitlines() == [
-        f"install_wheels: {tmp_path}/src-None/prefix/share/licenses/demo (LICENSES_FROM) is neither a wheel nor a license "
-        "folder of a package in the host environment: name the wheel, or add the package that installs the folder to "
+        f"install_wheels: {tmp_path}/src-None/prefix/share/licenses/demo (LICENSES_FROM) is neither a wheel nor a "
+        "license folder of a package in the host environment: name the wheel, or add the package that installs the folder to "
         "requirements.host"]

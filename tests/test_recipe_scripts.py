@@ -1,5 +1,6 @@
 """The real recipes' scripts, run here down to the last layer that needs no ROCm: rocm-sdk's and
-rocm-sdk-device's install from synthetic AMD wheels (rocm-sdk-licenses' files in its host environment) and activation (with the env each architecture's rendered recipe gives it), flash-attn's backend switch,
+rocm-sdk-device's install from synthetic AMD wheels (rocm-sdk-licenses' files in the device's host environment)
+and activation (with the env each architecture's rendered recipe gives it), flash-attn's backend switch,
 and the shared patch record."""
 from __future__ import annotations
 

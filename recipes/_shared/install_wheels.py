@@ -199,7 +199,8 @@ def license_sources() -> list[Path]:
 def host_licenses(host: Path, pins: dict[str, str]) -> tuple[str, dict, list[str]] | None:
     """The dist-info, METADATA and license members of `host` where `pins` requires exactly its name and version."""
     if not host.is_file():
-        fail(f"{host} (LICENSES_FROM) is missing: neither a source of the recipe nor a package of its requirements.host provides it")
+        fail(f"{host} (LICENSES_FROM) is missing: neither a source of the recipe nor a package of its "
+             "requirements.host provides it")
     with zipfile.ZipFile(host) as zf:
         names = zf.namelist()
         dist_info = next((PurePosixPath(n).parts[0] for n in names if PurePosixPath(n).parts[0].endswith(".dist-info")), "")

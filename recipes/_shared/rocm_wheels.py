@@ -198,7 +198,8 @@ def devel_licenses(destination: Path, folder: Path) -> list[Path]:
         dist_info = next((n.split("/", 1)[0] for n in sorted(names) if n.split("/", 1)[0].endswith(".dist-info")), "")
         tarballs = [f"{DEVEL_PURE_PACKAGE}/{name}" for name in DEVEL_TARBALLS if f"{DEVEL_PURE_PACKAGE}/{name}" in names]
         if len(tarballs) != 1:
-            raise InstallError(f"{wheels[0].name} holds no {DEVEL_PURE_PACKAGE}/{' or '.join(DEVEL_TARBALLS)}: not the rocm-sdk-devel wheel")
+            raise InstallError(f"{wheels[0].name} holds no {DEVEL_PURE_PACKAGE}/{' or '.join(DEVEL_TARBALLS)}: "
+                               "not the rocm-sdk-devel wheel")
         with wheel.open(tarballs[0]) as stream, tarfile.open(fileobj=stream, mode="r|*") as archive:
             for member in archive:
                 if not (member.isfile() and is_license(_safe_member(member.name), dist_info)):
