@@ -186,7 +186,8 @@ def expand_devel(site: Path) -> Path:
 
 def devel_licenses(destination: Path, folder: Path) -> list[Path]:
     """The SDK's license files as the devel tree has them (share/doc/<component>/LICENSE*, NOTICE*, COPYING*),
-    written to destination/<component>/ and kept for the package's info/licenses/, read from the rocm-sdk-devel
+    written to destination/<component>/ (a second, different file of that name under another share/doc/ keeps
+    the path to it) and kept for the package's info/licenses/, read from the rocm-sdk-devel
     wheel's tarball as a stream: the tree is never expanded, and only its license members are written. They are
     the license of the packages that carry AMD's files but none of their own (rocm-sdk-licenses)."""
     wheels = sorted(folder.glob("*.whl"))
@@ -208,6 +209,8 @@ def devel_licenses(destination: Path, folder: Path) -> list[Path]:
                 parts = Path(member.name).parts
                 doc = next(i for i in range(len(parts) - 2) if parts[i:i + 2] == ("share", "doc"))
                 target = destination.joinpath(*parts[doc + 2:])
+                if target in written and target.read_bytes() != data:  # another tree's share/doc/ names it too
+                    target = destination.joinpath(*parts[:doc], *parts[doc + 2:])
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
                 written.append(target)
