@@ -6,6 +6,7 @@ compiled-like recipe, read back (info/licenses/, index.json) and solved on a mac
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -63,7 +64,9 @@ def test_every_repackaged_binary_wheel_requires_the_glibc_its_file_promises(arch
     repacks = 0
     for step in plan_for(arch, PATHS[path]).steps:
         floors, name = _glibc_floors(step.output), step.output.name
-        if step.origin == ORIGIN_PYPI_WHEEL:
+        if step.output.noarch:  # no ELF file (rocm-sdk-licenses: read from AMD's devel wheel): no bound
+            expected = set()
+        elif step.origin == ORIGIN_PYPI_WHEEL:
             expected = {glibc.wheel_floor(pypi_files[name])} if name in pypi_files else set()
         elif step.origin == ORIGIN_PREBUILT_WHEEL:
             # the lock records AMD's files as linux_x86_64 (no manylinux promise): the stack's bound
@@ -261,3 +264,44 @@ def test_a_wheel_without_a_license_takes_only_the_exact_host_wheel_it_pins(tmp_p
     note = "wheel-licenses/demo_device-2.0.dist-info/LICENSES-FROM-HOST-WHEEL.txt"
     assert set(got) == {"wheel-licenses/demo_host-2.0.dist-info/licenses/LICENSE", note}, got
     assert "demo-host 2.0, which it requires at exactly that version" in got[note]
+
+
+def test_a_wheel_without_a_license_takes_a_host_packages_license_folder_at_the_version_it_pins(tmp_path):
+    """The SDK's device wheels: LICENSES_FROM names $PREFIX/share/licenses/rocm-sdk, which rocm-sdk-licenses
+    (requirements.host) installed; its files apply when that package's version is one the wheel pins exactly. A
+    folder no host package installed is refused in one line naming the fix."""
+    tag = "cp312-cp312-linux_x86_64"
+    device = make_wheel(tmp_path, "demo-device", "2.0", tag, {"demo_host/.kpack/demo.kpack": b"kpack"},
+                        requires=["demo-host == 2.0"], license=False)
+
+    def build(version: str | None) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+        src = tmp_path / f"src-{version}"
+        prefix = src / "prefix"
+        (prefix / "share/licenses/demo/hip").mkdir(parents=True)
+        (prefix / "share/licenses/demo/hip/LICENSE.md").write_text("license of HIP\n")
+        (prefix / "conda-meta").mkdir()
+        if version:  # the record rattler-build's host environment keeps for the package
+            (prefix / "conda-meta" / f"demo-licenses-{version}-0.json").write_text(json.dumps(
+                {"name": "demo-licenses", "version": version, "files": ["share/licenses/demo/hip/LICENSE.md"]}))
+        env = {"PATH": "/usr/bin:/bin", "PREFIX": str(prefix), "SRC_DIR": str(src), "PYTHON_VERSION": "3.12",
+               "LICENSES_FROM": str(prefix / "share/licenses/demo")}
+        done = subprocess.run([sys.executable, str(REPO / "recipes/_shared/install_wheels.py"), str(device)], env=env,
+                              capture_output=True, text=True)
+        kept = {str(p.relative_to(src)): p.read_text() for p in sorted(src.glob("wheel-licenses/**/*")) if p.is_file()}
+        return done, kept
+
+    done, got = build("2.0")
+    assert done.returncode == 0, done.stderr
+    note = "wheel-licenses/demo_device-2.0.dist-info/LICENSES-FROM-HOST-WHEEL.txt"
+    lent = "wheel-licenses/demo-licenses-2.0/hip/LICENSE.md"
+    assert set(got) == {lent, note} and got[lent] == "license of HIP\n", got
+    assert "the conda package demo-licenses 2.0" in got[note]
+    assert "requires demo-host at exactly that version" in got[note]
+    done, got = build("1.0")  # another version of the package lends nothing
+    assert done.returncode == 0 and got == {}, (done.stderr, got)
+    done, got = build(None)
+    assert done.returncode == 1 and got == {}
+    assert done.stderr.strip().splitlines() == [
+        f"install_wheels: {tmp_path}/src-None/prefix/share/licenses/demo (LICENSES_FROM) is neither a wheel nor a "
+        "license folder of a package in the host environment: name the wheel, or add the package that installs the folder to "
+        "requirements.host"]

@@ -1,8 +1,12 @@
 """The real recipes' scripts, run here down to the last layer that needs no ROCm: rocm-sdk's and
-rocm-sdk-device's install from synthetic AMD wheels and activation (with the env each architecture's rendered recipe gives it), flash-attn's backend switch,
+rocm-sdk-device's install from synthetic AMD wheels (rocm-sdk-licenses' files in the device's host environment)
+and activation (with the env each architecture's rendered recipe gives it), flash-attn's backend switch,
 and the shared patch record."""
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import os
 import shutil
 import subprocess
@@ -20,21 +24,43 @@ REPO = Path(__file__).resolve().parent.parent
 TABLE = ArchitectureTable.load(REPO / "variants")
 
 
-def rendered_env(arch: str, package: str, overrides: dict | None = None, backend: str | None = None) -> dict:
+@functools.lru_cache(maxsize=None)
+def _plan(arch: str, overrides: tuple) -> list:
     options = Options(workspace=REPO, channel=Path("/nonexistent/channel"), arch=arch, source_channels=[],
-                      variant_overrides=overrides or {})
-    for step in runner.make_plan(options).steps:
-        o = step.output
+                      variant_overrides=dict(overrides))
+    return [step.output for step in runner.make_plan(options).steps]
+
+
+def rendered_output(arch: str, package: str, overrides: dict | None = None, backend: str | None = None) -> dict:
+    for o in _plan(arch, tuple(sorted((overrides or {}).items()))):
         if o.name == package and (backend is None or o.variant.get("flash_attn_backend") == backend):
-            return {k: str(v) for k, v in (o.rendered["build"]["script"].get("env") or {}).items()}
+            return copy.deepcopy(o.rendered)
     raise AssertionError(f"{package} not in the plan for {arch}")
 
 
-def run_build_script(recipe: str, env: dict, prefix: Path, src: Path) -> None:
+def rendered_env(arch: str, package: str, overrides: dict | None = None, backend: str | None = None) -> dict:
+    rendered = rendered_output(arch, package, overrides, backend)
+    return {k: str(v) for k, v in (rendered["build"]["script"].get("env") or {}).items()}
+
+
+def run_build_script(recipe: str, env: dict, prefix: Path, src: Path, content: str | None = None) -> None:
+    """recipes/<recipe>/build.sh, or the output's script `content` where the recipe gives one."""
     full = {"PATH": os.environ["PATH"], "PREFIX": str(prefix), "SRC_DIR": str(src),
             "RECIPE_DIR": str(REPO / "recipes" / recipe), **env}
-    subprocess.run(["bash", str(REPO / "recipes" / recipe / "build.sh")], env=full, check=True,
-                   capture_output=True, text=True)
+    command = ["bash", "-c", content] if content else ["bash", str(REPO / "recipes" / recipe / "build.sh")]
+    subprocess.run(command, env=full, check=True, capture_output=True, text=True)
+
+
+def install_host_package(recipe: str, rendered: dict, prefix: Path, src: Path) -> None:
+    """An output as rattler-build's host environment holds it: its files, and the conda-meta record naming them
+    (what install_wheels.py reads to tell whose license folder it is given)."""
+    before = {p for p in prefix.rglob("*") if p.is_file()}
+    run_build_script(recipe, {}, prefix, src, rendered["build"]["script"]["content"])
+    files = sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*") if p.is_file() and p not in before)
+    package = rendered["package"]
+    (prefix / "conda-meta").mkdir(exist_ok=True)
+    (prefix / "conda-meta" / f"{package['name']}-{package['version']}.json").write_text(
+        json.dumps({"name": package["name"], "version": str(package["version"]), "files": files}))
 
 
 def activated(prefix: Path, *, deactivate: bool = False) -> dict:
@@ -64,6 +90,7 @@ def install_rocm_sdk(arch: str, tmp_path: Path, overrides: dict | None = None) -
             sdist.extract(member, src / "wheels" / "rocm")
     prefix.mkdir()
     run_build_script("rocm-sdk", rendered_env(arch, "rocm-sdk", overrides), prefix, src)
+    install_host_package("rocm-sdk", rendered_output(arch, "rocm-sdk-licenses", overrides), prefix, src)
     run_build_script("rocm-sdk-device", rendered_env(arch, f"rocm-sdk-device-{arch}", overrides), prefix, src)
     return prefix
 

@@ -102,8 +102,8 @@ def test_one_host_package_serves_both_architectures(built):
 
 def test_the_sdk_packages_carry_the_wheels_licenses_and_require_the_stacks_glibc(built):
     """AMD's SDK wheels are linux_x86_64 (no manylinux promise): the stack's bound; their dist-info licenses. The
-    device wheel has none (install_wheels.py says why): its package carries those of the rocm-sdk-libraries wheel
-    it requires, and a note naming that wheel."""
+    device wheel has none (install_wheels.py says why): its package carries the SDK's, from rocm-sdk-licenses,
+    and a note naming that package and the requirement that makes them apply."""
     workspace, *_ = built
     bound = yaml.safe_load((REPO / "variants/shared.yaml").read_text())["c_stdlib_version"][0]
     [host] = _packages(workspace, f"rocm-sdk-{VERSION}-*.conda")
@@ -113,16 +113,42 @@ def test_the_sdk_packages_carry_the_wheels_licenses_and_require_the_stacks_glibc
     # and the license files of the SDK's components, which only the devel tree carries (share/doc/<component>/)
     hip = f"wheel-licenses/rocm_sdk_devel-{VERSION}.dist-info/_rocm_sdk_devel/share/doc/hip/LICENSE.md"
     assert licenses[hip] == b"synthetic license of HIP\n", licenses
-    libraries_license = f"wheel-licenses/rocm_sdk_libraries-{VERSION}.dist-info/licenses/LICENSE"
+    sdk_license = f"wheel-licenses/rocm-sdk-licenses-{VERSION}/hip/LICENSE.md"
     for arch in ARCHS:
         [device] = _packages(workspace, f"rocm-sdk-device-{arch}-{VERSION}-*.conda")
         index, licenses = package_info(device)
         assert f"__glibc >={bound}" in index["depends"], (device.name, index["depends"])
         note = f"wheel-licenses/rocm_sdk_device_{arch}-{VERSION}.dist-info/LICENSES-FROM-HOST-WHEEL.txt"
-        assert set(licenses) == {libraries_license, note}, licenses
-        assert licenses[libraries_license] == b"synthetic license of rocm-sdk-libraries\n"
-        assert f"rocm-sdk-libraries {VERSION}, which it requires at exactly that version" in licenses[note].decode()
-        assert libraries_license in licenses[note].decode()
+        assert set(licenses) == {sdk_license, note}, licenses
+        assert licenses[sdk_license] == b"synthetic license of HIP\n"
+        text = licenses[note].decode()
+        assert f"rocm-sdk-device-{arch} {VERSION} carries no license file of its own" in text
+        assert f"the conda package rocm-sdk-licenses {VERSION}" in text and "share/licenses/rocm-sdk/" in text
+        assert "it requires rocm-sdk-libraries at exactly that version" in text and sdk_license in text
+
+
+def test_the_sdks_license_files_are_one_noarch_package_for_every_architecture(built):
+    """rocm-sdk-licenses: built once (the second architecture finds it up to date), the devel tree's
+    share/doc/<component>/ files in share/licenses/rocm-sdk/<component>/ and in its own info/licenses/."""
+    workspace, _, outputs, _ = built
+    [package] = _packages(workspace, f"rocm-sdk-licenses-{VERSION}-*.conda")
+    assert package.parent.name == "noarch"
+    info, licenses = package_info(package)
+    assert info["license"] == "MIT AND Apache-2.0 WITH LLVM-exception AND BSD-3-Clause"
+    assert licenses == {f"wheel-licenses/rocm_sdk_devel-{VERSION}.dist-info/_rocm_sdk_devel/share/doc/hip/LICENSE.md":
+                        b"synthetic license of HIP\n"}
+    assert [f for f in _package_files(package) if not f.startswith("info/")] == ["share/licenses/rocm-sdk/hip/LICENSE.md"]
+    second = [line.split() for line in outputs["gfx1100"].splitlines() if line.startswith("rocm-sdk-licenses ")]
+    assert second == [["rocm-sdk-licenses", VERSION, package.name.split("-")[-1][:-len(".conda")], "up", "to", "date"]]
+
+
+def _package_files(package: Path) -> list[str]:
+    import asyncio
+    from rattler.package_streaming import PackageArchive
+
+    async def read():
+        return await (await PackageArchive.from_path(package)).list_files("pkg")
+    return sorted(asyncio.run(read()))
 
 
 def test_each_device_package_installs_only_on_its_gpu(built):
@@ -228,8 +254,8 @@ def test_unlocked_artifacts_reach_the_runner_as_empty_lock_keys():
     an artifact the lock lacks arrives as KEY_sha256 == "" (which the runner refuses)."""
     options = Options(workspace=REPO, channel=Path("/nonexistent/channel"), arch="gfx1151", source_channels=[])
     steps = {s.output.name: s.output for s in runner.make_plan(options).steps}
-    # the device package also reads the libraries wheel, for its license files
-    for name, keys in (("rocm-sdk", HOST_KEYS), ("rocm-sdk-device-gfx1151", ("rocm_sdk_device", "rocm_sdk_libraries"))):
+    for name, keys in (("rocm-sdk", HOST_KEYS), ("rocm-sdk-licenses", ("rocm_sdk_devel",)),
+                       ("rocm-sdk-device-gfx1151", ("rocm_sdk_device",))):
         output = steps[name]
         urls = [str(s["url"]) for s in output.rendered["source"]]
         assert urls == [output.variant[f"{key}_url"] for key in keys]

@@ -20,8 +20,11 @@ Does: unpacks every wheel into lib/pythonX.Y/site-packages (its .data/ folders w
   Copies each wheel's license files (its dist-info's PEP 639 licenses/ folder and top-level LICENSE*, COPYING*,
   NOTICE*, AUTHORS*, and those of a share/doc/<component>/ folder) to $SRC_DIR/wheel-licenses/, where the
   recipes' `about.license_file: wheel-licenses/**/*` puts them into the package's info/licenses/. A wheel
-  with none of its own (AMD's device wheels) takes those of the wheel it was split from, read from
-  LICENSES_FROM (colon-separated wheels, or folders of wheels, that are not installed), and says so.
+  with none of its own (AMD's device wheels) takes those of what it was split from, and says so: from
+  LICENSES_FROM (colon-separated), each a wheel or folder of wheels that is not installed (the host wheel it
+  requires at exactly that wheel's version), or a license folder of a conda package in the build's host
+  environment, e.g. $PREFIX/share/licenses/rocm-sdk of rocm-sdk-licenses (taken when that package's version is
+  the one the wheel requires).
 Nothing is patched: ELF files are written byte for byte (the recipe turns relocation off).
 """
 from __future__ import annotations
@@ -30,6 +33,7 @@ import base64
 import csv
 import hashlib
 import io
+import json
 import os
 import re
 import sys
@@ -183,17 +187,20 @@ def exact_pins(requirements: list[str]) -> dict[str, str]:
 
 
 def license_sources() -> list[Path]:
-    wheels = []
+    """Wheels, and license folders of host packages (a folder without wheels)."""
+    sources = []
     for entry in filter(None, os.environ.get("LICENSES_FROM", "").split(":")):
         path = Path(entry)
-        wheels += sorted(path.glob("*.whl")) if path.is_dir() else [path]
-    return wheels
+        wheels = sorted(path.glob("*.whl")) if path.is_dir() else [path]
+        sources += wheels or [path]
+    return sources
 
 
 def host_licenses(host: Path, pins: dict[str, str]) -> tuple[str, dict, list[str]] | None:
     """The dist-info, METADATA and license members of `host` where `pins` requires exactly its name and version."""
     if not host.is_file():
-        fail(f"{host} (LICENSES_FROM) is missing: the recipe's source did not provide it")
+        fail(f"{host} (LICENSES_FROM) is missing: neither a source of the recipe nor a package of its "
+             "requirements.host provides it")
     with zipfile.ZipFile(host) as zf:
         names = zf.namelist()
         dist_info = next((PurePosixPath(n).parts[0] for n in names if PurePosixPath(n).parts[0].endswith(".dist-info")), "")
@@ -207,24 +214,66 @@ def host_licenses(host: Path, pins: dict[str, str]) -> tuple[str, dict, list[str
     return (dist_info, metadata, kept) if kept else None
 
 
+def package_licenses(folder: Path, pins: dict[str, str]) -> tuple[str, str, list[str]] | None:
+    """The files of `folder`, a license folder that a package of the build's host environment installed (its
+    conda-meta record says which), where that package's version is one `pins` requires exactly: "name version",
+    why they apply, and their paths as kept for info/licenses/."""
+    prefix = Path(os.environ["PREFIX"])
+    owner = installed_by(folder, prefix)
+    if owner is None:
+        fail(f"{folder} (LICENSES_FROM) is neither a wheel nor a license folder of a package in the host environment: "
+             "name the wheel, or add the package that installs the folder to requirements.host")
+    record, relative, files = owner
+    pinned = sorted(name for name, version in pins.items() if version == record["version"])
+    if not pinned:
+        return None
+    label = f"{record['name']}-{record['version']}"
+    kept = [keep_license(label, f"{label}/{f[len(relative):]}", (prefix / f).read_bytes()) for f in files]
+    return (f"{record['name']} {record['version']}",
+            f"It is part of what the conda package {record['name']} {record['version']} holds the license files of "
+            f"(in {relative}): it requires {' and '.join(pinned)} at exactly that version, so this package carries "
+            "that package's license files", kept)
+
+
+def installed_by(folder: Path, prefix: Path) -> tuple[dict, str, list[str]] | None:
+    """The conda-meta record of the package that installed the files under `folder`, the folder relative to
+    the prefix, and those files."""
+    try:
+        relative = folder.resolve().relative_to(prefix.resolve()).as_posix() + "/"
+    except ValueError:
+        return None
+    for record_file in sorted((prefix / "conda-meta").glob("*.json")):
+        record = json.loads(record_file.read_text())
+        files = sorted(f for f in record.get("files", []) if f.startswith(relative))
+        if files:
+            return record, relative, files
+    return None
+
+
 def take_host_licenses(wheel: Path, metadata, dist_info: str) -> None:
-    """A wheel that brought no license file takes those of a LICENSES_FROM wheel that it requires at exactly
-    that wheel's version (the host wheel it was split from), and a note saying so. Without one, nothing: the
-    recipe's license_file glob then fails the build if the package carries no license at all."""
+    """A wheel that brought no license file takes those of a LICENSES_FROM source that it requires at exactly
+    that source's version (the host wheel it was split from, or the license package of the SDK it is part of),
+    and a note saying so. Without one, nothing: the recipe's license_file glob then fails the build if the
+    package carries no license at all."""
     pins = exact_pins(metadata.get_all("Requires-Dist") or [])
-    for host in license_sources():
-        found = host_licenses(host, pins)
-        if found is None:
-            continue
-        host_dist_info, host_metadata, kept = found
+    for source in license_sources():
+        if source.is_dir():
+            found = package_licenses(source, pins)
+            if found is None:
+                continue
+            origin, why, kept = found
+        else:
+            found = host_licenses(source, pins)
+            if found is None:
+                continue
+            origin, host_metadata, kept = found
+            why = (f"It is the device part of {host_metadata['Name']} {host_metadata['Version']}, which it requires "
+                   "at exactly that version, so this package carries the license files of that wheel")
         note = Path(os.environ["SRC_DIR"]) / LICENSE_DIR / dist_info / HOST_LICENSE_NOTE
         note.parent.mkdir(parents=True, exist_ok=True)
-        note.write_text(
-            f"{metadata['Name']} {metadata['Version']} carries no license file of its own. It is the "
-            f"device part of {host_metadata['Name']} {host_metadata['Version']}, which it requires at exactly that "
-            f"version, so this package carries the license files of that wheel:\n"
-            + "".join(f"  {path}\n" for path in kept))
-        print(f"install_wheels: {wheel.name} has no license file: the package carries those of {host_dist_info} "
+        note.write_text(f"{metadata['Name']} {metadata['Version']} carries no license file of its own. {why}:\n"
+                        + "".join(f"  {path}\n" for path in kept))
+        print(f"install_wheels: {wheel.name} has no license file: the package carries those of {origin} "
               f"({LICENSE_DIR}/{dist_info}/{HOST_LICENSE_NOTE} says so)")
         return
 

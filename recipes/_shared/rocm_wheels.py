@@ -5,6 +5,7 @@ read at TheRock 89553ce3). Standard library only: the build machine needs nothin
     python3 rocm_wheels.py install SITE_PACKAGES BIN_DIR SOURCE_DIR...   wheels or the `rocm` sdist, one per folder
     python3 rocm_wheels.py expand-devel SITE_PACKAGES                      rocm-sdk-devel's _devel.tar -> _rocm_sdk_devel/
     python3 rocm_wheels.py link-device SITE_PACKAGES                       a device wheel's files -> _rocm_sdk_devel/
+    python3 rocm_wheels.py licenses DESTINATION DEVEL_WHEEL_DIR            the devel tree's license files -> DESTINATION/
 
 Why the installed tree differs from `rocm-sdk init` in two places (both keep the prefix complete and read-only):
 - init turns the devel tarball's file symlinks into hard links. A conda package stores a hard link as a second
@@ -183,6 +184,44 @@ def expand_devel(site: Path) -> Path:
     return site / devel_roots[0]
 
 
+def devel_licenses(destination: Path, folder: Path) -> list[Path]:
+    """The SDK's license files as the devel tree has them (share/doc/<component>/LICENSE*, NOTICE*, COPYING*),
+    written to destination/<component>/ (a second, different file of that name under another share/doc/ keeps
+    the path to it) and kept for the package's info/licenses/, read from the rocm-sdk-devel
+    wheel's tarball as a stream: the tree is never expanded, and only its license members are written. They are
+    the license of the packages that carry AMD's files but none of their own (rocm-sdk-licenses)."""
+    wheels = sorted(folder.glob("*.whl"))
+    if len(wheels) != 1:
+        raise InstallError(f"{folder} holds {len(wheels)} wheels: expected exactly the rocm-sdk-devel wheel")
+    written = []
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        names = set(wheel.namelist())
+        dist_info = next((n.split("/", 1)[0] for n in sorted(names) if n.split("/", 1)[0].endswith(".dist-info")), "")
+        tarballs = [f"{DEVEL_PURE_PACKAGE}/{name}" for name in DEVEL_TARBALLS if f"{DEVEL_PURE_PACKAGE}/{name}" in names]
+        if len(tarballs) != 1:
+            raise InstallError(f"{wheels[0].name} holds no {DEVEL_PURE_PACKAGE}/{' or '.join(DEVEL_TARBALLS)}: "
+                               "not the rocm-sdk-devel wheel")
+        with wheel.open(tarballs[0]) as stream, tarfile.open(fileobj=stream, mode="r|*") as archive:
+            for member in archive:
+                if not (member.isfile() and is_license(_safe_member(member.name), dist_info)):
+                    continue
+                data = archive.extractfile(member).read()
+                parts = Path(member.name).parts
+                doc = next(i for i in range(len(parts) - 2) if parts[i:i + 2] == ("share", "doc"))
+                target = destination.joinpath(*parts[doc + 2:])
+                if target in written and target.read_bytes() != data:  # another tree's share/doc/ names it too
+                    target = destination.joinpath(*parts[:doc], *parts[doc + 2:])
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                written.append(target)
+                if "SRC_DIR" in os.environ:
+                    keep_license(dist_info, member.name, data)
+    if not written:
+        raise InstallError(f"{wheels[0].name}: its devel tree has no share/doc/<component>/ license file, so the SDK's "
+                           "license files are unknown: find where this SDK release ships them and take them from there")
+    return written
+
+
 def _extract(archive: tarfile.TarFile, member: tarfile.TarInfo, site: Path) -> None:
     """Regular files with their modes, directories, symlinks kept as the tarball has them (see the module doc)."""
     target = site / member.name
@@ -250,6 +289,9 @@ def main(argv: list[str]) -> int:
             expand_devel(site)
         elif command == "link-device":
             link_device(site)
+        elif command == "licenses":
+            [folder] = rest
+            devel_licenses(site, Path(folder))
         else:
             raise ValueError(command)
     except (InstallError, OSError, ValueError, KeyError, zipfile.BadZipFile, tarfile.TarError) as exc:

@@ -7,8 +7,8 @@ site="$PREFIX/$SITE_PACKAGES"
 mkdir -p "$site"
 # The wheel also carries _rocm_sdk_libraries/__init__.py (its overlay folder is a Python package); rocm-sdk
 # already installs that file, and two conda packages must not own one path.
-# The device wheel carries no license file: it takes those of the libraries wheel it requires (not installed).
-ROCM_WHEELS_SKIP="_rocm_sdk_libraries/__init__.py" LICENSES_FROM="$SRC_DIR/wheels/libraries" \
+# The device wheel carries no license file: it takes the SDK's, which rocm-sdk-licenses (requirements.host) installs.
+ROCM_WHEELS_SKIP="_rocm_sdk_libraries/__init__.py" LICENSES_FROM="$PREFIX/share/licenses/rocm-sdk" \
     python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" install "$site" "$PREFIX/bin" "$SRC_DIR/wheels/device"
 python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" link-device "$site"
 
