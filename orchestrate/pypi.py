@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import yaml
+from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -214,13 +215,15 @@ def run(args, reporter) -> int:
 
 
 def spdx_license(metadata) -> str:
-    """The license as SPDX (rattler-build accepts nothing else): PEP 639's License-Expression, or a License
-    field that is one SPDX-looking word; free text ("Apache 2.0") is left out rather than guessed."""
-    expression = str(metadata.get("License-Expression") or "").strip()
-    if expression:
-        return expression
-    text = str(metadata.get("License") or "").strip()
-    return text if re.fullmatch(r"[A-Za-z0-9.+-]+", text) else ""
+    """The license as an SPDX expression (rattler-build accepts nothing else): PEP 639's License-Expression, else
+    a License field that is one; free text ("Apache 2.0") and words that are no SPDX id ("BSD", "GPL") are
+    left out rather than guessed."""
+    for field in ("License-Expression", "License"):
+        try:
+            return canonicalize_license_expression(str(metadata.get(field) or "").strip())
+        except InvalidLicenseExpression:  # also an empty field
+            continue
+    return ""
 
 
 def _pinned_requirement(text: str) -> tuple[str, str]:

@@ -88,6 +88,15 @@ def test_a_wheels_glibc_floor_is_its_lowest_manylinux_tag(filename, floor):
     assert glibc.floor_or_bound(filename, SHARED_PINS) == (floor or STACK_GLIBC)
 
 
+@pytest.mark.parametrize("found, bound, status", [("2.28", "2.28.0", "ok"), ("2.28.0", "2.28", "ok"),
+                                                 ("2.9", "2.28", "fail"), ("2.27.9", "2.28", "fail")])
+def test_doctor_compares_glibc_versions_as_versions(found, bound, status):
+    """A bound written with three parts (2.28.0) is met by a machine that has exactly 2.28."""
+    from orchestrate.doctor import glibc_check
+
+    assert glibc_check(found, bound, "variants/shared.yaml c_stdlib_version").status == status
+
+
 def test_a_locked_manylinux_file_sets_its_packages_floor(tmp_path):
     """Should AMD publish a manylinux-tagged torch, the lock's file name alone moves pytorch-base's bound."""
     shutil.copy(REPO / "variants/prebuilt.yaml", tmp_path)

@@ -234,3 +234,15 @@ def test_a_fork_that_installs_the_same_module_cannot_meet_the_original():
     harmony = fill_recipe(template, table.entries["oss-harmony"])
     assert harmony["requirements"]["run_constraints"] == ["openai-harmony <0.0a0"]
     assert "run_constraints" not in fill_recipe(template, table.entries["flydsl"])["requirements"]
+
+
+@pytest.mark.parametrize("metadata, license", [
+    ({"License": "MIT"}, "MIT"), ({"License": "apache-2.0"}, "Apache-2.0"),
+    ({"License-Expression": "MIT OR Apache-2.0", "License": "MIT"}, "MIT OR Apache-2.0"),
+    ({"License": "BSD"}, ""), ({"License": "GPL"}, ""), ({"License": "Apache 2.0"}, ""), ({}, "")])
+def test_the_table_takes_only_an_spdx_expression_from_a_wheels_metadata(metadata, license):
+    """rattler-build accepts SPDX only: a word that is no SPDX id ("BSD", "GPL") is left for the maintainer
+    (`pypi add` then says to set it from the license file), not written to the table."""
+    from orchestrate.pypi import spdx_license
+
+    assert spdx_license(metadata) == license
