@@ -23,6 +23,7 @@ ENTRY_KEYS = ("pypi", "version", "file", "url", "sha256", "noarch", "depends", "
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # recipes/pypi/licenses/<conda name>/: license texts of ours for wheels that ship none (an entry's license_file)
 LICENSES_FOLDER = "licenses"
+LICENSE_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def _entry(path: Path, name: str, spec) -> Entry:
 
 def license_file_path(name: str) -> re.Pattern:
     """What an entry's license_file may be: one file directly in recipes/pypi/licenses/<name>/."""
-    return re.compile(rf"^{LICENSES_FOLDER}/{re.escape(name)}/[A-Za-z0-9][A-Za-z0-9._-]*$")
+    return re.compile(rf"^{LICENSES_FOLDER}/{re.escape(name)}/{LICENSE_FILE_NAME.pattern[1:]}")
 
 
 def recipes_for_table(template: dict, table: Table, recipe_dir: Path) -> list[dict]:

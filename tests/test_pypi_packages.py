@@ -33,15 +33,17 @@ REQUIRES = [
 ]
 
 
-def make_wheel(version: str) -> bytes:
+def make_wheel(version: str, name: str = "demo-pkg", license: bool = True) -> bytes:
     buffer = io.BytesIO()
-    dist = f"demo_pkg-{version}.dist-info"
-    metadata = "Metadata-Version: 2.1\nName: demo-pkg\nVersion: {}\nSummary: a demo\nLicense: MIT\n" \
-               "Requires-Python: >=3.9\n{}".format(version, "".join(f"Requires-Dist: {r}\n" for r in REQUIRES))
+    module = name.replace("-", "_")
+    dist = f"{module}-{version}.dist-info"
+    metadata = "Metadata-Version: 2.1\nName: {}\nVersion: {}\nSummary: a demo\nLicense: MIT\n" \
+               "Requires-Python: >=3.9\n{}".format(name, version, "".join(f"Requires-Dist: {r}\n" for r in REQUIRES))
     with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("demo_pkg/__init__.py", f"VERSION = {version!r}\n")
+        archive.writestr(f"{module}/__init__.py", f"VERSION = {version!r}\n")
         archive.writestr(f"{dist}/METADATA", metadata)
-        archive.writestr(f"{dist}/licenses/LICENSE", "demo-pkg's license\n")  # PEP 639's place for it
+        if license:  # model-hosting-container-standards 0.1.16 ships none
+            archive.writestr(f"{dist}/licenses/LICENSE", f"{name}'s license\n")  # PEP 639's place for it
         archive.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         archive.writestr(f"{dist}/RECORD", "")
     return buffer.getvalue()
@@ -63,6 +65,12 @@ def index(tmp_path: Path):
     (root / "pypi" / "demo-pkg").mkdir(parents=True)
     (root / "pypi" / "demo-pkg" / "json").write_text(json.dumps(
         {"info": {"name": "demo-pkg", "version": "1.1", "requires_dist": REQUIRES}, "releases": releases}))
+    bare = "bare_pkg-1.0-py3-none-any.whl"  # a release published without its license file
+    (root / "files" / bare).write_bytes(make_wheel("1.0", "bare-pkg", license=False))
+    (root / "pypi" / "bare-pkg").mkdir(parents=True)
+    (root / "pypi" / "bare-pkg" / "json").write_text(json.dumps({"info": {"name": "bare-pkg", "version": "1.0"}, "releases": {
+        "1.0": [{"filename": bare, "url": f"../../files/{bare}", "yanked": False,
+                 "digests": {"sha256": hashlib.sha256((root / "files" / bare).read_bytes()).hexdigest()}}]}}))
 
     # A separate process: py-rattler-build holds the GIL while it downloads, so an in-process server
     # thread would never answer.
@@ -177,6 +185,27 @@ def test_repackaged_wheel_builds_offline_installs_and_imports(index, pypi_worksp
     imported = subprocess.run([sys.executable, "-c", "import demo_pkg; print(demo_pkg.VERSION, demo_pkg.__file__)"],
                               env={"PYTHONPATH": str(site)}, capture_output=True, text=True)
     assert imported.stdout.split() == ["1.0", str(site / "demo_pkg" / "__init__.py")], imported.stderr
+
+
+def test_add_refuses_a_wheel_without_a_license_file_until_given_the_license_text(index, pypi_workspace, capsys, tmp_path):
+    url, _ = index
+    table = pypi_workspace / "variants" / "pypi.yaml"
+    before = table.read_text()
+    code, out = run(capsys, "pypi", "add", "bare-pkg==1.0", "--pypi-url", f"{url}/pypi")
+    assert code == 2 and len(out.strip().splitlines()) == 1, out
+    assert "bare_pkg-1.0-py3-none-any.whl ships no license file" in out and "--license-file FILE" in out and "MIT" in out
+    assert table.read_text() == before
+    text = tmp_path / "MIT.txt"
+    text.write_text("bare-pkg 1.0 ships no license file; its METADATA says License: MIT. The MIT license's text:\n")
+    code, out = run(capsys, "pypi", "add", "bare-pkg==1.0", "--pypi-url", f"{url}/pypi", "--license-file", text)
+    assert code == 0 and "the package carries recipes/pypi/licenses/bare-pkg/MIT.txt" in out, out
+    assert entry_of(pypi_workspace, "bare-pkg")["license_file"] == "licenses/bare-pkg/MIT.txt"
+    assert (pypi_workspace / "recipes/pypi/licenses/bare-pkg/MIT.txt").read_text() == text.read_text()
+    assert run(capsys, "pypi", "add", "bare-pkg==1.0", "--pypi-url", f"{url}/pypi")[0] == 0  # a refresh keeps it
+    assert entry_of(pypi_workspace, "bare-pkg")["license_file"] == "licenses/bare-pkg/MIT.txt"
+    code, out = run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi", "--license-file", text)
+    assert code == 2 and "ships its own license files (demo_pkg-1.0.dist-info/licenses/LICENSE): drop --license-file" in out
+    assert "demo-pkg" not in yaml.safe_load(table.read_text())["packages"]
 
 
 def test_wrong_sha256_is_refused_naming_url_expected_and_actual(index, pypi_workspace, capsys):
