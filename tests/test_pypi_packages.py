@@ -207,6 +207,22 @@ def test_add_refuses_a_wheel_without_a_license_file_until_given_the_license_text
     assert code == 2 and "ships its own license files (demo_pkg-1.0.dist-info/licenses/LICENSE): drop --license-file" in out
     assert "demo-pkg" not in yaml.safe_load(table.read_text())["packages"]
 
+    # the license text is an input of its own package only: editing it rebuilds bare-pkg, not demo-pkg
+    from orchestrate import runner
+    from orchestrate.options import Options
+
+    assert run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi")[0] == 0
+
+    def input_hashes() -> dict[str, str]:
+        options = Options(workspace=pypi_workspace, channel=tmp_path / "no-channel", arch=ARCH, source_channels=[])
+        return {s.output.name: s.output.input_hash for s in runner.make_plan(options, everything=True).steps}
+
+    before = input_hashes()
+    with open(pypi_workspace / "recipes/pypi/licenses/bare-pkg/MIT.txt", "a") as license_text:
+        license_text.write("Permission is hereby granted, free of charge, ...\n")
+    after = input_hashes()
+    assert after["demo-pkg"] == before["demo-pkg"] and after["bare-pkg"] != before["bare-pkg"]
+
 
 def test_wrong_sha256_is_refused_naming_url_expected_and_actual(index, pypi_workspace, capsys):
     url, releases = index
