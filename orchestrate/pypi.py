@@ -336,6 +336,8 @@ def entry_for(name: str, label: str, filename: str, url: str, sha256: str, wheel
         entry["conflicts"] = list(previous.conflicts)  # a judgement of ours, not PyPI's: kept on refresh
     if previous and previous.version_key:
         entry["version_key"] = previous.version_key
+    if previous and previous.license_file:  # ours too (`pins --bump --write` refreshes through here); pypi add decides anew
+        entry["license_file"] = previous.license_file
     return entry
 
 

@@ -300,3 +300,17 @@ def test_the_table_takes_only_an_spdx_expression_from_a_wheels_metadata(metadata
     from orchestrate.pypi import spdx_license
 
     assert spdx_license(metadata) == license
+
+
+def test_a_refresh_keeps_the_entrys_license_file():
+    """`pins --bump --write` refreshes an entry through entry_for: a wheel still published without its license keeps
+    the table's license_file (else its package could not build again)."""
+    from orchestrate.pypi import entry_for
+    from orchestrate.pypi_table import Entry, Table
+
+    wheel = make_wheel("1.1", "bare-pkg", license=False)
+    previous = Entry("bare-pkg", "bare-pkg", "1.0", "bare_pkg-1.0-py3-none-any.whl", "https://files.pythonhosted.org/x",
+                     "0" * 64, noarch=True, depends=(), license_file="licenses/bare-pkg/MIT.txt")
+    entry = entry_for("bare-pkg", "1.1", "bare_pkg-1.1-py3-none-any.whl", "https://files.pythonhosted.org/y",
+                      hashlib.sha256(wheel).hexdigest(), wheel, True, previous, "3.12", Table(Path("pypi.yaml"), {}, {}), "")
+    assert entry["license_file"] == "licenses/bare-pkg/MIT.txt"
