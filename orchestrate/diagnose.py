@@ -61,7 +61,8 @@ def explain(error: str, log: Sequence[str], package: str = "", source_channels: 
         return _solve_problem(log, package, source_channels, channels_only=True) or "the recipe's tests failed"
     if NO_LICENSE_FILES in error:
         return (f"no license file was found for {package or 'the package'} (about.license_file matched nothing; a "
-                "wheel's come from its dist-info): put the license text beside the recipe and name it in about.license_file")
+                "wheel's come from its dist-info): put the license text beside the recipe and name it in about.license_file "
+                "(a PyPI-only package: `orchestrate pypi add NAME==VERSION --license-file FILE`)")
     found = script_problem(log, max_jobs)
     if found:
         return found

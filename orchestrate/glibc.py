@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import re
 
+from packaging.version import Version
+
 STACK_BOUND_KEY = "c_stdlib_version"
 PEP600 = re.compile(r"^manylinux_(\d+)_(\d+)_")
 LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
@@ -59,6 +61,5 @@ def machine_glibc() -> str | None:
 
 
 def older(version: str, bound: str) -> bool:
-    def key(v: str) -> tuple[int, ...]:
-        return tuple(int(p) for p in v.split("."))
-    return key(version) < key(bound)
+    """As versions: 2.28 is not older than a bound written 2.28.0."""
+    return Version(version) < Version(bound)

@@ -32,9 +32,11 @@ def own_digests(stage1: dict, recipe_files: str, patches: list[Path], variant: d
     }
 
 
-def recipe_folder_digest(folder: Path) -> str:
-    """Every file of the recipe folder, plus the shared scripts it names, by content."""
-    files = {str(p.relative_to(folder)): file_digest(p) for p in _walk(folder)}
+def recipe_folder_digest(folder: Path, leave_out: str = "") -> str:
+    """Every file of the recipe folder (but those under its subfolder `leave_out`), plus the shared scripts it
+    names, by content."""
+    files = {str(p.relative_to(folder)): file_digest(p) for p in _walk(folder)
+             if not leave_out or p.relative_to(folder).parts[0] != leave_out}
     shared = folder.parent / SHARED_SCRIPTS
     for ref in sorted(_shared_references(folder)):
         target = shared / ref

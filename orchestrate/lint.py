@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
 
 from . import pypi_table
 from .architectures import SHARED_VARIANTS_FILE, ArchitectureTable
@@ -53,7 +52,6 @@ SYSROOT = re.compile(r"^sysroot_linux")
 RENDERED_COMPILER = re.compile(r"^(gcc|gxx|gfortran|clang|clangxx|rust|go-cgo)_linux-")
 STDLIB_FIX = ('requirements.build has ${{ compiler(...) }} but no ${{ stdlib("c") }}: add `- ${{ stdlib("c") }}` '
               "beside the compilers, in the same branch (it picks the sysroot and exports the __glibc bound)")
-GLIBC_BOUND = re.compile(r"^__glibc\s*>=\s*([0-9][0-9.]*)")
 FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # What the package is built against or installs into, so host's (the target's), never build's (the build
 # machine's): conda-forge puts them in build only when cross-compiling, beside cross-python.
@@ -282,33 +280,17 @@ def _written_skips(output: Output) -> list[str]:
 
 
 def stdlib_version_problems(built: list[Output], values: dict, variants_dir: Path) -> list[Problem]:
-    """c_stdlib_version is what the stack needs: at least every glibc bound an output of it declares (AMD's
-    manylinux_2_28 wheels: 2.28), so a source-built package never promises an older glibc than its
-    dependencies need."""
+    """c_stdlib_version is set where a recipe uses `${{ stdlib("c") }}`. Not compared with the `__glibc >=` bounds
+    outputs declare: a repackaged manylinux_2_34 wheel rightly requires 2.34 without the compiled packages
+    needing that sysroot, and the solver takes the highest bound along a chain (`orchestrate doctor` reports the
+    stack's)."""
     uses_sysroot = [o for o in built if any(SYSROOT.match(str(s)) for s in _requirements(o.rendered, "build"))]
-    if not uses_sysroot:
+    declared = values.get("c_stdlib_version")
+    if not uses_sysroot or (declared[0] if isinstance(declared, list) and declared else declared):
         return []
     where = f"{_relative(variants_dir / SHARED_VARIANTS_FILE, variants_dir.parent)} c_stdlib_version"
-    declared = values.get("c_stdlib_version")
-    declared = declared[0] if isinstance(declared, list) and declared else declared
-    if not declared:
-        return [Problem("stdlib", where, f"not set, and {uses_sysroot[0].name} uses ${{{{ stdlib(\"c\") }}}}: set it "
-                        "to the oldest glibc the stack supports")]
-    problems = []
-    for output in built:
-        for spec in _requirements(output.rendered, "run"):
-            bound = GLIBC_BOUND.match(str(spec).strip())
-            if bound and _version(bound.group(1)) > _version(str(declared)):
-                problems.append(Problem("stdlib", where, f"{declared} is older than the glibc {bound.group(1)} "
-                                        f"{output.name} requires: raise it to {bound.group(1)}"))
-    return problems
-
-
-def _version(text: str) -> Version:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return Version("0")
+    return [Problem("stdlib", where, f"not set, and {uses_sysroot[0].name} uses ${{{{ stdlib(\"c\") }}}}: set it "
+                    "to the oldest glibc the stack supports")]
 
 
 def _name(spec: Any) -> str:

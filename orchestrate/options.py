@@ -149,8 +149,9 @@ def days(text: str) -> float:
 
 def location(*schemes: str, folders: bool = True):
     """A checker for a place given as a URL with one of `schemes`, or as a folder (which may not exist
-    yet, but is not a file) unless `folders` is False. With no scheme, a folder only, as a Path. A colon
-    before the first slash without `://` ('::::', 'https:/host', 'host:8000/x') is a URL written wrong."""
+    yet, but is not a file) unless `folders` is False. With no scheme, a folder only, as a Path; `~` is
+    expanded (bash leaves it in `--workspace=~/ws`). A new folder's name may hold a colon (a timestamp,
+    `ch-2026-11-25T16:00`); text that reads as a URL written wrong is refused (`url_written_wrong`)."""
     def check(text: str):
         url = URL.fullmatch(text)
         if url and url[1].lower() in schemes:
@@ -163,12 +164,30 @@ def location(*schemes: str, folders: bool = True):
         if not folders:
             raise argparse.ArgumentTypeError(f"{text!r} is not a URL: pass {wanted}")
         path = Path(text).expanduser()
-        if not text or (":" in text.split("/")[0] and not path.is_dir()):
+        if not text or (url_written_wrong(text, {*CHANNEL_SCHEMES, *schemes}) and not path.is_dir()):
             raise argparse.ArgumentTypeError(f"{text!r} is neither a folder nor a URL: pass {wanted}")
         if path.exists() and not path.is_dir():
             raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder: pass {wanted}")
-        return text if schemes else Path(text)
+        return os.path.expanduser(text) if schemes else path  # as written otherwise: `./x` stays a folder
     return check
+
+
+# Text that starts like a path is a folder, whatever colons follow (rattler's rule: orchestrate/channels.py).
+PATH_START = ("/", "./", "../", "~")
+# Before the first slash: a known scheme and a colon without `//` (`s3:team/x`, `https:/host/x`), a colon
+# and then a slash (`host:8000/x`), or nothing before the colon (`::::`). A colon elsewhere (a timestamped
+# folder, `ch-2026-11-25T16:00`) names a folder.
+SCHEME_WITHOUT_SLASHES = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def url_written_wrong(text: str, known_schemes: set[str]) -> bool:
+    if text.startswith(PATH_START):
+        return False
+    first, slash, _ = text.partition("/")
+    if ":" not in first:
+        return False
+    scheme = SCHEME_WITHOUT_SLASHES.match(first)
+    return first.startswith(":") or bool(slash) or bool(scheme and scheme[1].lower() in known_schemes)
 
 
 folder = location()
@@ -177,7 +196,7 @@ folder = location()
 def existing_folder(text: str) -> Path:
     """The workspace: a folder that is there already."""
     path = folder(text)
-    if not path.expanduser().is_dir():
+    if not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} does not exist: pass the folder with recipes/ and variants/")
     return path
 

@@ -8,14 +8,17 @@ import argparse
 import datetime
 import email.parser
 import hashlib
+import importlib.util
 import io
 import os
 import re
+import shutil
 import urllib.parse
 import zipfile
 from pathlib import Path
 
 import yaml
+from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -24,8 +27,9 @@ from packaging.version import InvalidVersion, Version
 from . import glibc, web
 from .architectures import SHARED_VARIANTS_FILE
 from .errors import UserError
+from .input_hash import SHARED_SCRIPTS
 from .options import existing_folder, find_workspace, seconds
-from .pypi_table import SHA256, Entry, Table, load_table
+from .pypi_table import LICENSE_FILE_NAME, LICENSES_FOLDER, RECIPE_FOLDER, SHA256, Entry, Table, load_table
 from .yaml_files import read_mapping
 
 PYPI_FILES_HOST = "https://files.pythonhosted.org"
@@ -144,6 +148,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add.add_argument("--conda-name", help="the conda package name (default: the normalized PyPI name, or the "
                                           "table's `names` mapping)")
     add.add_argument("--version-key", help="a variants/shared.yaml key that pins the same version (e.g. flydsl_version)")
+    add.add_argument("--license-file", metavar="FILE",
+                     help="for a wheel that ships no license file: the standard text of the license its metadata "
+                          "declares, its first line saying where that was read (copied to recipes/pypi/licenses/NAME/)")
     add.add_argument("--pypi-url", help=f"PyPI JSON API base (default: ${web.PYPI_URL_ENV}, else {web.DEFAULT_PYPI_URL})")
     add.add_argument("--timeout", type=seconds, default=DOWNLOAD_TIMEOUT, help="seconds per download (default: %(default)s)")
     add.add_argument("--quiet", "-q", action="store_true")
@@ -154,6 +161,7 @@ def run(args, reporter) -> int:
     variants_dir = workspace / "variants"
     requirement = _pinned_requirement(args.requirement)
     name, version = requirement
+    given = _license_text(args.license_file)
     pypi_url = web.pypi_base(args.pypi_url)
     shared = read_mapping(variants_dir / SHARED_VARIANTS_FILE)
     python = str((shared.get("python") or ["3.12"])[0] if isinstance(shared.get("python"), list) else shared.get("python") or "3.12")
@@ -199,12 +207,26 @@ def run(args, reporter) -> int:
     version_key = args.version_key or (previous.version_key if previous else "")
     if version_key:
         entry["version_key"] = version_key
+    license_file = license_file_for(conda, chosen["filename"], license_members(workspace, wheel), given, previous,
+                                    entry["license"])
+    if given is not None and license_file:  # last, once nothing can refuse the entry: the table and this file go together
+        target = workspace / "recipes" / RECIPE_FOLDER / license_file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if given.resolve() != target.resolve():
+            shutil.copyfile(given, target)
+    entry["license_file"] = license_file
     write_entry(table.path, conda, {k: v for k, v in entry.items() if v != "" or k in ("depends", "imports")})
     floor = glibc.wheel_floor(chosen["filename"])
     kind = "noarch: python" if noarch else f"linux-64, Python {python}, " + (
         f"glibc >={floor} (its manylinux tag)" if floor else f"glibc >= variants/shared.yaml {glibc.STACK_BOUND_KEY}")
     reporter.line(f"{'refreshed' if previous else 'added'} {conda} {label} ({chosen['filename']}, {kind}) in "
                   f"{table.path}: depends on {', '.join(depends) or 'nothing'}")
+    if license_file:
+        reporter.line(f"{chosen['filename']} ships no license file: the package carries recipes/{RECIPE_FOLDER}/{license_file}"
+                      + ("" if given else f" (kept: check it is still the {entry['license'] or 'license'} its metadata declares)"))
+    elif previous and previous.license_file:
+        reporter.line(f"{chosen['filename']} ships its own license files: {conda}'s license_file is dropped (remove "
+                      f"recipes/{RECIPE_FOLDER}/{previous.license_file})")
     if not entry["license"]:
         reporter.line(f"{name} {label}'s metadata names no SPDX license: set `license:` of {conda} in {table.path} "
                       "to its SPDX expression, read from the license file in its dist-info")
@@ -213,14 +235,58 @@ def run(args, reporter) -> int:
     return 0
 
 
+def license_members(workspace: Path, wheel: bytes) -> list[str]:
+    """The wheel's files its build copies into info/licenses/, by the build's own rule (the workspace's
+    recipes/_shared/install_wheels.py, which the PyPI recipe runs)."""
+    script = workspace / "recipes" / SHARED_SCRIPTS / "install_wheels.py"
+    spec = importlib.util.spec_from_file_location("install_wheels", script)
+    if spec is None or not script.is_file():
+        raise UserError(f"{script} is missing: the PyPI recipe installs wheels with it; restore it from the repository")
+    installer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(installer)
+    with zipfile.ZipFile(io.BytesIO(wheel)) as archive:
+        names = [n for n in archive.namelist() if not n.endswith("/")]
+    dist_info = next((n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info")), "")
+    return [n for n in names if installer.is_license(n, dist_info)]
+
+
+def license_file_for(conda: str, filename: str, members: list[str], given: Path | None, previous: Entry | None,
+                     license: str) -> str:
+    """The entry's license_file: none for a wheel that ships license files; for one that ships none, the file
+    given (copied to licenses/<conda>/) or the entry's own, kept on refresh; else the entry is refused."""
+    if members:
+        if given is not None:
+            raise UserError(f"{filename} ships its own license files ({', '.join(members[:3])}): drop --license-file")
+        return ""
+    if given is not None:
+        return f"{LICENSES_FOLDER}/{conda}/{given.name}"
+    if previous and previous.license_file:
+        return previous.license_file
+    raise UserError(f"{filename} ships no license file (no dist-info licenses/, LICENSE*, COPYING*, NOTICE*), so its package "
+                    f"cannot build: pass --license-file FILE, the standard text of {license or 'the license its metadata declares'}, "
+                    "its first line saying where that license was read")
+
+
+def _license_text(text: str | None) -> Path | None:
+    if text is None:
+        return None
+    path = Path(text).expanduser()
+    if not path.is_file() or not LICENSE_FILE_NAME.match(path.name):
+        raise UserError(f"--license-file {text} is not a file named with letters, digits, '.', '_' or '-': pass the "
+                        "license text's file")
+    return path
+
+
 def spdx_license(metadata) -> str:
-    """The license as SPDX (rattler-build accepts nothing else): PEP 639's License-Expression, or a License
-    field that is one SPDX-looking word; free text ("Apache 2.0") is left out rather than guessed."""
-    expression = str(metadata.get("License-Expression") or "").strip()
-    if expression:
-        return expression
-    text = str(metadata.get("License") or "").strip()
-    return text if re.fullmatch(r"[A-Za-z0-9.+-]+", text) else ""
+    """The license as an SPDX expression (rattler-build accepts nothing else): PEP 639's License-Expression, else
+    a License field that is one; free text ("Apache 2.0") and words that are no SPDX id ("BSD", "GPL") are
+    left out rather than guessed."""
+    for field in ("License-Expression", "License"):
+        try:
+            return canonicalize_license_expression(str(metadata.get(field) or "").strip())
+        except InvalidLicenseExpression:  # also an empty field
+            continue
+    return ""
 
 
 def _pinned_requirement(text: str) -> tuple[str, str]:
@@ -270,6 +336,8 @@ def entry_for(name: str, label: str, filename: str, url: str, sha256: str, wheel
         entry["conflicts"] = list(previous.conflicts)  # a judgement of ours, not PyPI's: kept on refresh
     if previous and previous.version_key:
         entry["version_key"] = previous.version_key
+    if previous and previous.license_file:  # ours too (`pins --bump --write` refreshes through here); pypi add decides anew
+        entry["license_file"] = previous.license_file
     return entry
 
 

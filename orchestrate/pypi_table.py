@@ -19,8 +19,11 @@ from .yaml_files import read_mapping
 TABLE_FILE = "pypi.yaml"
 RECIPE_FOLDER = "pypi"  # recipes/pypi/recipe.yaml: the one recipe every entry is rendered from
 ENTRY_KEYS = ("pypi", "version", "file", "url", "sha256", "noarch", "depends", "imports", "summary", "license",
-              "evidence", "version_key", "conflicts")
+              "evidence", "version_key", "conflicts", "license_file")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# recipes/pypi/licenses/<conda name>/: license texts of ours for wheels that ship none (an entry's license_file)
+LICENSES_FOLDER = "licenses"
+LICENSE_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,9 @@ class Entry:
     evidence: str = ""
     version_key: str = ""  # a variants/shared.yaml key that pins the same version (dependents read it)
     conflicts: tuple[str, ...] = ()  # conda packages that install the same modules: never in one environment
+    # a wheel that ships no license file: the license text we ship instead, relative to recipes/pypi
+    # (licenses/<name>/...); install_wheels.py copies it only where the wheel brings none
+    license_file: str = ""
 
 
 @dataclass
@@ -91,22 +97,37 @@ def _entry(path: Path, name: str, spec) -> Entry:
     if not SHA256.match(str(spec["sha256"])):
         raise UserError(f"{path}: packages.{name} sha256 is not 64 hex digits: run `orchestrate pypi add "
                         f"{spec['pypi']}=={spec['version']}`")
+    license_file = str(spec.get("license_file") or "")
+    if license_file and not license_file_path(name).match(license_file):
+        raise UserError(f"{path}: packages.{name} license_file {license_file!r} is not a file under "
+                        f"recipes/{RECIPE_FOLDER}/{LICENSES_FOLDER}/{name}/: run `orchestrate pypi add {spec['pypi']}=="
+                        f"{spec['version']} --license-file FILE`")
     return Entry(name, str(spec["pypi"]), str(spec["version"]), str(spec["file"]), str(spec["url"]),
                  str(spec["sha256"]), bool(spec.get("noarch")), tuple(str(d) for d in spec.get("depends") or []),
                  tuple(str(i) for i in spec.get("imports") or []), str(spec.get("summary") or ""),
                  str(spec.get("license") or ""), str(spec.get("evidence") or ""), str(spec.get("version_key") or ""),
-                 tuple(str(c) for c in spec.get("conflicts") or []))
+                 tuple(str(c) for c in spec.get("conflicts") or []), license_file)
 
 
-def recipes_for_table(template: dict, table: Table) -> list[dict]:
+def license_file_path(name: str) -> re.Pattern:
+    """What an entry's license_file may be: one file directly in recipes/pypi/licenses/<name>/."""
+    return re.compile(rf"^{LICENSES_FOLDER}/{re.escape(name)}/{LICENSE_FILE_NAME.pattern[1:]}")
+
+
+def recipes_for_table(template: dict, table: Table, recipe_dir: Path) -> list[dict]:
     """The one recipe (its stage-0 dict) filled in for each entry: the recipe is rendered once per entry."""
+    for entry in table.entries.values():
+        if entry.license_file and not (recipe_dir / entry.license_file).is_file():
+            raise UserError(f"{table.path}: packages.{entry.name} license_file {entry.license_file} is not in "
+                            f"{recipe_dir}: run `orchestrate pypi add {entry.pypi}=={entry.version} --license-file FILE`")
     return [fill_recipe(template, entry) for entry in table.entries.values()]
 
 
 def fill_recipe(template: dict, entry: Entry) -> dict:
     data = copy.deepcopy(template)
     data["context"] = {**(data.get("context") or {}), "conda_name": entry.name, "pypi_name": entry.pypi,
-                       "version": entry.version, "wheel": entry.file, "url": entry.url, "sha256": entry.sha256}
+                       "version": entry.version, "wheel": entry.file, "url": entry.url, "sha256": entry.sha256,
+                       "license_file": entry.license_file}
     build = data.setdefault("build", {})
     requirements = data.setdefault("requirements", {})
     # A pure-Python wheel works with any Python: one noarch package. A binary wheel was built for one

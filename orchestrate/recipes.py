@@ -22,7 +22,7 @@ from .architectures import (FLASH_ATTN_BACKEND_KEY, FLASH_ATTN_BACKENDS, SHARED_
                             stale_variant_files, variant_file_path)
 from . import pypi_table
 from .errors import UserError
-from .input_hash import SHARED_SCRIPTS, own_digests, recipe_folder_digest
+from .input_hash import SHARED_SCRIPTS, digest, file_digest, own_digests, recipe_folder_digest
 from .options import Options
 from .prebuilt import MI100_FA_FLAG, PYTORCH_FROM, Prebuilt, PytorchChoice, choose_pytorch_from
 
@@ -176,8 +176,10 @@ def render_all(options: Options, config: VariantConfig, arch: Architecture) -> l
             shared_path = options.variants_dir / SHARED_VARIANTS_FILE
             shared = (yaml.safe_load(shared_path.read_text()) or {}) if shared_path.is_file() else {}
             table = pypi_table.load_table(options.variants_dir, shared)
-            for stage0 in pypi_table.recipes_for_table(load_recipe_yaml(recipe_path), table):
-                outputs.extend(render_recipe(recipe_path, config, typed_values, arch, options, stage0))
+            stage0s = pypi_table.recipes_for_table(load_recipe_yaml(recipe_path), table, recipe_path.parent)
+            for entry, stage0 in zip(table.entries.values(), stage0s):
+                outputs.extend(render_recipe(recipe_path, config, typed_values, arch, options, stage0,
+                                             _table_entry_files(recipe_path.parent, entry)))
             continue
         outputs.extend(render_recipe(recipe_path, config, typed_values, arch, options))
     names = [o.name for o in outputs]
@@ -187,11 +189,20 @@ def render_all(options: Options, config: VariantConfig, arch: Architecture) -> l
     return outputs
 
 
+def _table_entry_files(recipe_dir: Path, entry: pypi_table.Entry) -> str:
+    """recipes/pypi's files as one entry's input: its own license text, not the other entries', so adding one
+    rebuilds only its package (and its dependents)."""
+    own_license = file_digest(recipe_dir / entry.license_file) if entry.license_file else ""
+    return digest({"folder": recipe_folder_digest(recipe_dir, leave_out=pypi_table.LICENSES_FOLDER),
+                   "license_file": own_license})
+
+
 def render_recipe(
     recipe_path: Path, config: VariantConfig, typed_values: dict, arch: Architecture, options: Options,
-    stage0: dict | None = None,
+    stage0: dict | None = None, recipe_files: str | None = None,
 ) -> list[Output]:
-    """Every variant of a recipe file, or of `stage0` (a recipe filled in from that file)."""
+    """Every variant of a recipe file, or of `stage0` (a recipe filled in from that file, whose folder's files
+    hash to `recipe_files`)."""
     stage0_dict = stage0 if stage0 is not None else load_recipe_yaml(recipe_path)
     try:
         if stage0 is None:
@@ -208,7 +219,7 @@ def render_recipe(
             raise UserError(f"{recipe_path} filled in for {options.variants_dir.name}/{pypi_table.TABLE_FILE} {entry}: not a "
                             f"valid recipe ({message}): fix the entry or the recipe")
         raise UserError(f"{recipe_path}{_line_of(recipe_path, message)}: not a valid recipe ({message}): fix the recipe")
-    recipe_files = recipe_folder_digest(recipe_path.parent)
+    recipe_files = recipe_files or recipe_folder_digest(recipe_path.parent)
     definitions = {k: str(v) for k, v in (stage0_dict.get("context") or {}).items()}
     outputs = []
     for variant in rendered:

@@ -91,6 +91,15 @@ def test_a_wheels_glibc_floor_is_its_lowest_manylinux_tag(filename, floor):
     assert glibc.floor_or_bound(filename, SHARED_PINS) == (floor or STACK_GLIBC)
 
 
+@pytest.mark.parametrize("found, bound, status", [("2.28", "2.28.0", "ok"), ("2.28.0", "2.28", "ok"),
+                                                 ("2.9", "2.28", "fail"), ("2.27.9", "2.28", "fail")])
+def test_doctor_compares_glibc_versions_as_versions(found, bound, status):
+    """A bound written with three parts (2.28.0) is met by a machine that has exactly 2.28."""
+    from orchestrate.doctor import glibc_check
+
+    assert glibc_check(found, bound, "variants/shared.yaml c_stdlib_version").status == status
+
+
 def test_a_locked_manylinux_file_sets_its_packages_floor(tmp_path):
     """Should AMD publish a manylinux-tagged torch, the lock's file name alone moves pytorch-base's bound."""
     shutil.copy(REPO / "variants/prebuilt.yaml", tmp_path)
@@ -162,12 +171,19 @@ about:
 """
 
 
-def pypi_recipe(recipes: Path, wheel: Path) -> Path:
-    """The real recipes/pypi, filled (as the orchestrator does) for one local binary wheel."""
+def pypi_recipe(recipes: Path, wheel: Path, license_text: str = "") -> Path:
+    """The real recipes/pypi, filled (as the orchestrator does) for one local binary wheel; with `license_text`,
+    the entry's license_file (recipes/pypi/licenses/<name>/LICENSE.txt) holds it."""
     folder = recipes / wheel.stem
     shutil.copytree(REPO / "recipes/pypi", folder)
-    entry = Entry(wheel.name.split("-")[0].replace("_", "-"), wheel.name.split("-")[0], "1.0", wheel.name,
-                  wheel.as_uri(), hashlib.sha256(wheel.read_bytes()).hexdigest(), noarch=False, depends=(), license="MIT")
+    name = wheel.name.split("-")[0].replace("_", "-")
+    license_file = f"licenses/{name}/LICENSE.txt" if license_text else ""
+    if license_text:
+        (folder / license_file).parent.mkdir(parents=True)
+        (folder / license_file).write_text(license_text)
+    entry = Entry(name, wheel.name.split("-")[0], "1.0", wheel.name, wheel.as_uri(),
+                  hashlib.sha256(wheel.read_bytes()).hexdigest(), noarch=False, depends=(), license="MIT",
+                  license_file=license_file)
     template = yaml.safe_load((folder / "recipe.yaml").read_text())
     (folder / "recipe.yaml").write_text(yaml.safe_dump(fill_recipe(template, entry), sort_keys=False))
     return folder / "recipe.yaml"
@@ -240,6 +256,34 @@ def test_a_wheel_without_a_license_file_fails_its_build_in_one_line_saying_so(bu
         variant.run_build(output_dir=tmp_path / "out", channels=[out.as_uri()])
     line = diagnose.explain(str(failed.value), [], "bare-bin")
     assert line.startswith("no license file was found for bare-bin") and "about.license_file" in line, line
+
+
+def test_a_wheel_without_a_license_file_builds_with_its_table_entrys_license_file(built, tmp_path):
+    """A wheel published without its license (model-hosting-container-standards 0.1.16): the table's license_file
+    goes into info/licenses/, and the build log says so."""
+    out, _, recipes, config = built
+    wheel = make_wheel(tmp_path, "unlicensed-bin", "1.0", "cp312-cp312-manylinux_2_28_x86_64",
+                       {"unlicensed_bin/__init__.py": ""}, license=False)
+    text = "unlicensed-bin 1.0 ships no license file; its METADATA says MIT. The MIT license's standard text:\n"
+    [variant] = Stage0Recipe.from_file(pypi_recipe(recipes, wheel, text)).render(config)
+    variant.run_build(output_dir=tmp_path / "out", channels=[out.as_uri()])
+    [package] = (tmp_path / "out/linux-64").glob("unlicensed-bin-1.0-*.conda")
+    _, licenses = package_info(package)
+    assert licenses == {"wheel-licenses/unlicensed_bin-1.0.dist-info/LICENSE.txt": text.encode()}
+
+
+def test_a_table_license_file_is_not_taken_by_a_wheel_that_brings_its_own(tmp_path):
+    wheel = make_wheel(tmp_path, "demo-own", "1.0", "py3-none-any", {"demo_own/__init__.py": ""})
+    (tmp_path / "recipe/licenses").mkdir(parents=True)
+    (tmp_path / "recipe/licenses/LICENSE.txt").write_text("ours\n")
+    env = {"PATH": "/usr/bin:/bin", "PREFIX": str(tmp_path / "prefix"), "SRC_DIR": str(tmp_path), "PYTHON_VERSION": "3.12",
+           "RECIPE_DIR": str(tmp_path / "recipe"), "LICENSE_FILE": "licenses/LICENSE.txt"}
+    done = subprocess.run([sys.executable, str(REPO / "recipes/_shared/install_wheels.py"), str(wheel)], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert [str(p.relative_to(tmp_path)) for p in (tmp_path / "wheel-licenses").rglob("*") if p.is_file()] == [
+        "wheel-licenses/demo_own-1.0.dist-info/licenses/LICENSE"]
+    assert "brings its own license files: LICENSE_FILE licenses/LICENSE.txt is not used" in done.stdout
 
 
 def test_a_wheel_without_a_license_takes_only_the_exact_host_wheel_it_pins(tmp_path):

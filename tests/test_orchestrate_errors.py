@@ -151,6 +151,8 @@ BAD_ARGUMENTS = {
     "port too high": (["serve", "--port", "99999"], "'99999'"),
     "negative port": (["serve", "--port", "-1"], "'-1'"),
     "channel neither folder nor URL": (["consumer-manifest", "--channel", "::::"], "'::::'"),
+    "local channel neither folder nor URL": (["page", "--channel", "::::"], "'::::'"),
+    "publish target with a scheme and no //": (["publish", "--to", "S3:bucket"], "'S3:bucket'"),
     "channel URL no client reads": (["consumer-manifest", "--channel", "ftp://host/stack"], "ftp://"),
     "channel that is a file": (["consumer-manifest", "--channel", "a-file"], "'a-file'"),
     "publish target without //": (["publish", "--to", "s3:team/stack"], "'s3:team/stack'"),
@@ -192,6 +194,18 @@ def test_a_bad_argument_is_one_line_and_writes_nothing(workspace, capsys, monkey
     assert not captured.out
     assert sorted(workspace.rglob("*")) == before  # no channel, no pixi.toml, no work folder
     assert not (workspace / "pixi.toml").exists()
+
+
+def test_a_folder_given_with_a_tilde_or_a_colon_in_its_name_is_that_folder(orchestrate, workspace, monkeypatch):
+    """bash leaves `~` in `--workspace=~/ws`; a timestamped folder's name has colons. Both name the folder the user
+    meant (the page command says which folder holds no channel), not `./~/ws` or "neither a folder nor a URL"."""
+    monkeypatch.setenv("HOME", str(workspace.parent))
+    result = orchestrate("plan", "--arch", "gfx1151", f"--workspace=~/{workspace.name}")
+    assert result.code == 0, result.err
+    assert_one_line_error(orchestrate("page", "--channel=~/ch"), f"{(workspace.parent / 'ch').as_uri()} holds no channel")
+    assert_one_line_error(orchestrate("page", "--channel", "ch-2026-11-25T16:00"),
+                          f"{(workspace / 'ch-2026-11-25T16:00').as_uri()} holds no channel")
+    assert not (workspace / "~").exists()
 
 
 def test_a_job_count_below_one_in_orchestrate_toml(orchestrate, workspace):

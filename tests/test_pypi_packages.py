@@ -33,15 +33,17 @@ REQUIRES = [
 ]
 
 
-def make_wheel(version: str) -> bytes:
+def make_wheel(version: str, name: str = "demo-pkg", license: bool = True) -> bytes:
     buffer = io.BytesIO()
-    dist = f"demo_pkg-{version}.dist-info"
-    metadata = "Metadata-Version: 2.1\nName: demo-pkg\nVersion: {}\nSummary: a demo\nLicense: MIT\n" \
-               "Requires-Python: >=3.9\n{}".format(version, "".join(f"Requires-Dist: {r}\n" for r in REQUIRES))
+    module = name.replace("-", "_")
+    dist = f"{module}-{version}.dist-info"
+    metadata = "Metadata-Version: 2.1\nName: {}\nVersion: {}\nSummary: a demo\nLicense: MIT\n" \
+               "Requires-Python: >=3.9\n{}".format(name, version, "".join(f"Requires-Dist: {r}\n" for r in REQUIRES))
     with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("demo_pkg/__init__.py", f"VERSION = {version!r}\n")
+        archive.writestr(f"{module}/__init__.py", f"VERSION = {version!r}\n")
         archive.writestr(f"{dist}/METADATA", metadata)
-        archive.writestr(f"{dist}/licenses/LICENSE", "demo-pkg's license\n")  # PEP 639's place for it
+        if license:  # model-hosting-container-standards 0.1.16 ships none
+            archive.writestr(f"{dist}/licenses/LICENSE", f"{name}'s license\n")  # PEP 639's place for it
         archive.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         archive.writestr(f"{dist}/RECORD", "")
     return buffer.getvalue()
@@ -63,6 +65,12 @@ def index(tmp_path: Path):
     (root / "pypi" / "demo-pkg").mkdir(parents=True)
     (root / "pypi" / "demo-pkg" / "json").write_text(json.dumps(
         {"info": {"name": "demo-pkg", "version": "1.1", "requires_dist": REQUIRES}, "releases": releases}))
+    bare = "bare_pkg-1.0-py3-none-any.whl"  # a release published without its license file
+    (root / "files" / bare).write_bytes(make_wheel("1.0", "bare-pkg", license=False))
+    (root / "pypi" / "bare-pkg").mkdir(parents=True)
+    (root / "pypi" / "bare-pkg" / "json").write_text(json.dumps({"info": {"name": "bare-pkg", "version": "1.0"}, "releases": {
+        "1.0": [{"filename": bare, "url": f"../../files/{bare}", "yanked": False,
+                 "digests": {"sha256": hashlib.sha256((root / "files" / bare).read_bytes()).hexdigest()}}]}}))
 
     # A separate process: py-rattler-build holds the GIL while it downloads, so an in-process server
     # thread would never answer.
@@ -179,6 +187,43 @@ def test_repackaged_wheel_builds_offline_installs_and_imports(index, pypi_worksp
     assert imported.stdout.split() == ["1.0", str(site / "demo_pkg" / "__init__.py")], imported.stderr
 
 
+def test_add_refuses_a_wheel_without_a_license_file_until_given_the_license_text(index, pypi_workspace, capsys, tmp_path):
+    url, _ = index
+    table = pypi_workspace / "variants" / "pypi.yaml"
+    before = table.read_text()
+    code, out = run(capsys, "pypi", "add", "bare-pkg==1.0", "--pypi-url", f"{url}/pypi")
+    assert code == 2 and len(out.strip().splitlines()) == 1, out
+    assert "bare_pkg-1.0-py3-none-any.whl ships no license file" in out and "--license-file FILE" in out and "MIT" in out
+    assert table.read_text() == before
+    text = tmp_path / "MIT.txt"
+    text.write_text("bare-pkg 1.0 ships no license file; its METADATA says License: MIT. The MIT license's text:\n")
+    code, out = run(capsys, "pypi", "add", "bare-pkg==1.0", "--pypi-url", f"{url}/pypi", "--license-file", text)
+    assert code == 0 and "the package carries recipes/pypi/licenses/bare-pkg/MIT.txt" in out, out
+    assert entry_of(pypi_workspace, "bare-pkg")["license_file"] == "licenses/bare-pkg/MIT.txt"
+    assert (pypi_workspace / "recipes/pypi/licenses/bare-pkg/MIT.txt").read_text() == text.read_text()
+    assert run(capsys, "pypi", "add", "bare-pkg==1.0", "--pypi-url", f"{url}/pypi")[0] == 0  # a refresh keeps it
+    assert entry_of(pypi_workspace, "bare-pkg")["license_file"] == "licenses/bare-pkg/MIT.txt"
+    code, out = run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi", "--license-file", text)
+    assert code == 2 and "ships its own license files (demo_pkg-1.0.dist-info/licenses/LICENSE): drop --license-file" in out
+    assert "demo-pkg" not in yaml.safe_load(table.read_text())["packages"]
+
+    # the license text is an input of its own package only: editing it rebuilds bare-pkg, not demo-pkg
+    from orchestrate import runner
+    from orchestrate.options import Options
+
+    assert run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi")[0] == 0
+
+    def input_hashes() -> dict[str, str]:
+        options = Options(workspace=pypi_workspace, channel=tmp_path / "no-channel", arch=ARCH, source_channels=[])
+        return {s.output.name: s.output.input_hash for s in runner.make_plan(options, everything=True).steps}
+
+    before = input_hashes()
+    with open(pypi_workspace / "recipes/pypi/licenses/bare-pkg/MIT.txt", "a") as license_text:
+        license_text.write("Permission is hereby granted, free of charge, ...\n")
+    after = input_hashes()
+    assert after["demo-pkg"] == before["demo-pkg"] and after["bare-pkg"] != before["bare-pkg"]
+
+
 def test_wrong_sha256_is_refused_naming_url_expected_and_actual(index, pypi_workspace, capsys):
     url, releases = index
     assert run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi")[0] == 0
@@ -222,6 +267,15 @@ def test_the_real_table_pins_every_entry_by_sha256_and_renders():
     for entry in table.entries.values():
         assert entry.file.endswith(".whl") and entry.url.endswith("/" + entry.file) and len(entry.sha256) == 64
         assert entry.url.startswith("https://files.pythonhosted.org/packages/")
+    # a wheel published without its license (model-hosting-container-standards 0.1.16: its dist-info holds no
+    # license file, so the build would copy none) ships ours: the standard text, saying where the license was read
+    unlicensed = {e.name: e.license_file for e in table.entries.values() if e.license_file}
+    assert unlicensed == {"model-hosting-container-standards": "licenses/model-hosting-container-standards/LICENSE.txt"}
+    for name, license_file in unlicensed.items():
+        first, _, text = (REPO / "recipes/pypi" / license_file).read_text().partition("\n")
+        assert "https://pypi.org/project/" in first and f"License: {table.entries[name].license}" in first
+        if table.entries[name].license == "Apache-2.0":
+            assert "Apache License\n                           Version 2.0, January 2004" in text
 
 
 def test_a_fork_that_installs_the_same_module_cannot_meet_the_original():
@@ -234,3 +288,29 @@ def test_a_fork_that_installs_the_same_module_cannot_meet_the_original():
     harmony = fill_recipe(template, table.entries["oss-harmony"])
     assert harmony["requirements"]["run_constraints"] == ["openai-harmony <0.0a0"]
     assert "run_constraints" not in fill_recipe(template, table.entries["flydsl"])["requirements"]
+
+
+@pytest.mark.parametrize("metadata, license", [
+    ({"License": "MIT"}, "MIT"), ({"License": "apache-2.0"}, "Apache-2.0"),
+    ({"License-Expression": "MIT OR Apache-2.0", "License": "MIT"}, "MIT OR Apache-2.0"),
+    ({"License": "BSD"}, ""), ({"License": "GPL"}, ""), ({"License": "Apache 2.0"}, ""), ({}, "")])
+def test_the_table_takes_only_an_spdx_expression_from_a_wheels_metadata(metadata, license):
+    """rattler-build accepts SPDX only: a word that is no SPDX id ("BSD", "GPL") is left for the maintainer
+    (`pypi add` then says to set it from the license file), not written to the table."""
+    from orchestrate.pypi import spdx_license
+
+    assert spdx_license(metadata) == license
+
+
+def test_a_refresh_keeps_the_entrys_license_file():
+    """`pins --bump --write` refreshes an entry through entry_for: a wheel still published without its license keeps
+    the table's license_file (else its package could not build again)."""
+    from orchestrate.pypi import entry_for
+    from orchestrate.pypi_table import Entry, Table
+
+    wheel = make_wheel("1.1", "bare-pkg", license=False)
+    previous = Entry("bare-pkg", "bare-pkg", "1.0", "bare_pkg-1.0-py3-none-any.whl", "https://files.pythonhosted.org/x",
+                     "0" * 64, noarch=True, depends=(), license_file="licenses/bare-pkg/MIT.txt")
+    entry = entry_for("bare-pkg", "1.1", "bare_pkg-1.1-py3-none-any.whl", "https://files.pythonhosted.org/y",
+                      hashlib.sha256(wheel).hexdigest(), wheel, True, previous, "3.12", Table(Path("pypi.yaml"), {}, {}), "")
+    assert entry["license_file"] == "licenses/bare-pkg/MIT.txt"

@@ -127,3 +127,10 @@ def test_a_setting_that_would_time_nothing_is_refused(capsys, flag, value):
         main(["bench", *TINY, flag, value])
     assert stopped.value.code == exit_codes.USAGE
     assert f"argument {flag}: '{value}' is not a" in capsys.readouterr().err
+
+
+def test_fewer_most_repetitions_than_least_is_refused_in_one_line(capsys):
+    assert main(["bench", *TINY, "--min-reps", "30", "--max-reps", "5"]) == exit_codes.USAGE
+    captured = capsys.readouterr()
+    assert captured.err.strip() == ("rocm-stack-check bench: --min-reps 30 is more than --max-reps 5: pass a "
+                                    "--min-reps no larger than --max-reps") and not captured.out

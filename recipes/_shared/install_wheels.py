@@ -25,6 +25,8 @@ Does: unpacks every wheel into lib/pythonX.Y/site-packages (its .data/ folders w
   requires at exactly that wheel's version), or a license folder of a conda package in the build's host
   environment, e.g. $PREFIX/share/licenses/rocm-sdk of rocm-sdk-licenses (taken when that package's version is
   the one the wheel requires).
+  A wheel that still has none takes LICENSE_FILE (a license text of the recipe's, relative to $RECIPE_DIR: the
+  PyPI table's license_file for a wheel published without its license), and says so.
 Nothing is patched: ELF files are written byte for byte (the recipe turns relocation off).
 """
 from __future__ import annotations
@@ -160,8 +162,12 @@ def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: 
     (dist_path / "INSTALLER").write_text("conda\n")
     installed.append(dist_path / "INSTALLER")
     write_record(dist_path, site, installed)
-    if "SRC_DIR" in os.environ and not (Path(os.environ["SRC_DIR"]) / LICENSE_DIR / dist_info).exists():
-        take_host_licenses(wheel, metadata, dist_info)
+    if "SRC_DIR" in os.environ:
+        kept = Path(os.environ["SRC_DIR"]) / LICENSE_DIR / dist_info
+        if not kept.exists():
+            take_host_licenses(wheel, metadata, dist_info)
+        if os.environ.get("LICENSE_FILE"):
+            take_recipe_license(wheel, dist_info, Path(os.environ["LICENSE_FILE"]), brought=kept.exists())
     return metadata, dist_path
 
 
@@ -276,6 +282,20 @@ def take_host_licenses(wheel: Path, metadata, dist_info: str) -> None:
         print(f"install_wheels: {wheel.name} has no license file: the package carries those of {origin} "
               f"({LICENSE_DIR}/{dist_info}/{HOST_LICENSE_NOTE} says so)")
         return
+
+
+def take_recipe_license(wheel: Path, dist_info: str, license_file: Path, brought: bool) -> None:
+    """The recipe's license text for a wheel that brought none; a wheel with its own keeps only those."""
+    if brought:
+        print(f"install_wheels: {wheel.name} brings its own license files: LICENSE_FILE {license_file} is not used "
+              "(remove the table entry's license_file)")
+        return
+    source = Path(os.environ.get("RECIPE_DIR", ".")) / license_file
+    if not source.is_file():
+        fail(f"LICENSE_FILE {source} is missing: the recipe names a license text it does not have")
+    keep_license(dist_info, f"{dist_info}/{license_file.name}", source.read_bytes())
+    print(f"install_wheels: {wheel.name} has no license file: the package carries {license_file} of the recipe "
+          f"({LICENSE_DIR}/{dist_info}/{license_file.name})")
 
 
 def record_row(path: Path, site: Path) -> list[str]:

@@ -133,6 +133,10 @@ def run_bench(arguments) -> int:
         print(f"rocm-stack-check bench: --{quick_only[0].replace('_', '-')} goes with --quick: add --quick",
               file=sys.stderr)
         return exit_codes.USAGE
+    if arguments.min_reps > arguments.max_reps:
+        print(f"rocm-stack-check bench: --min-reps {arguments.min_reps} is more than --max-reps {arguments.max_reps}: "
+              "pass a --min-reps no larger than --max-reps", file=sys.stderr)
+        return exit_codes.USAGE
 
     try:
         baseline = bench.load_document(arguments.compare) if arguments.compare else None
