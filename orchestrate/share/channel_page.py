@@ -48,7 +48,8 @@ def write_page(store: Store, variants_dir: Path, config: dict, channel_url: str 
             put(name, lambda _current, name=name: make(name))
         return True
     except Exception as exc:  # whatever goes wrong making the page (a stop is no Exception: it goes through)
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        # the type too: a bare "'str' object has no attribute 'get'" says nothing of where it came from
+        reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}".rstrip(": ")
         if fatal:
             warn(f"the channel page at {store.url} was not written ({reason}): fix that, then run `orchestrate page` "
                  "again")
