@@ -136,7 +136,7 @@ def docs_screenshots(images: Path, work: Path) -> list[Path]:
     one = channel / "gfx942.html"  # the page with only that section, so the phone shot shows it from its top
     one.write_text(page[:body_start] + page[start:page.index("</section>", start)] + page[page.index("</main>"):])
     shots = [(channel / "index.html", images / "channel-page-desktop.png", 1100, 1000),
-             (one, images / "channel-page-phone.png", 390, 1900)]
+             (one, images / "channel-page-phone.png", 390, 2350)]
     for source, target, width, height in shots:
         done = run_chromium(source.as_uri(), f"--screenshot={target.resolve()}", width=width, height=height, cwd=work)
         if done.returncode:
