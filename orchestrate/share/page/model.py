@@ -102,7 +102,7 @@ class Unreadable(ValueError):
 
 def _kind(value) -> str:
     return {str: "a string", int: "a number", float: "a number", bool: "true/false", list: "a list",
-            dict: "an object"}.get(type(value), type(value).__name__)
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def _object(value, where: str) -> dict:
@@ -119,9 +119,8 @@ def _objects(value, where: str) -> list[dict]:
     if not isinstance(value, list):
         raise Unreadable(f"{where} is {_kind(value)}, not a list")
     for item in value:
-        _object(item, f"an item of {where}")
-        if item is None:
-            raise Unreadable(f"an item of {where} is null, not an object")
+        if not isinstance(item, dict):
+            raise Unreadable(f"an item of {where} is {_kind(item)}, not an object")
     return value
 
 
@@ -158,15 +157,19 @@ def read_document(relpath: str, document: dict) -> dict:
     return seen
 
 
+def _read(relpath: str, document) -> tuple[dict | None, str | None]:
+    """(what the page shows of it, None) or (None, why the page cannot read it)."""
+    if not isinstance(document, dict):
+        return None, "it is not a JSON object"
+    try:
+        return read_document(relpath, document), None
+    except (Unreadable, AttributeError, TypeError, ValueError, KeyError) as exc:
+        return None, str(exc) if isinstance(exc, Unreadable) else f"{type(exc).__name__}: {exc}"
+
+
 def unreadable(document) -> str | None:
     """Why the page cannot read a bench file's document (None: it can)."""
-    if not isinstance(document, dict):
-        return "it is not a JSON object"
-    try:
-        read_document("", document)
-    except (Unreadable, AttributeError, TypeError, ValueError, KeyError) as exc:
-        return str(exc) if isinstance(exc, Unreadable) else f"{type(exc).__name__}: {exc}"
-    return None
+    return _read("", document)[1]
 
 
 def read_documents(store, listed: dict, problems: list[str]) -> dict[str, list[dict]]:
@@ -175,13 +178,11 @@ def read_documents(store, listed: dict, problems: list[str]) -> dict[str, list[d
     nothing is deleted from a shared channel) but is no build the channel holds, so it is left out."""
     found: dict[str, list[dict]] = {}
     for relpath, arch, document in channel_documents(store):
-        why = "it does not parse" if document is None else unreadable(document)
-        if why:
+        seen, why = _read(relpath, document) if document is not None else (None, "it does not parse")
+        if seen is None:
             problems.append(f"{relpath} is not a rocm-stack-check document this page can read ({why[:160]}): "
                             "`orchestrate verify` names the fix")
-            continue
-        seen = read_document(relpath, document)
-        if f"{seen['subdir']}/{seen['package']}" in listed:
+        elif f"{seen['subdir']}/{seen['package']}" in listed:
             found.setdefault(arch, []).append(seen)
     for documents in found.values():
         documents.sort(key=lambda d: (str(d["created"] or ""), d["file"]))
