@@ -203,10 +203,10 @@ def cmd_build(args, reporter: Reporter) -> int:
 
 
 def _write_page(channel: Channel, options: Options, reporter: Reporter, changed: bool) -> None:
-    """The local channel's page, under its lock, when the channel changed (or has none yet)."""
-    from .share.channel_page import PAGE_FILES, write_local_page
+    """The local channel's page, under its lock, when the channel changed (or has none yet, or an older one)."""
+    from .share.channel_page import local_page_stale, write_local_page
 
-    if channel.is_channel() and (changed or not all((channel.path / name).is_file() for name in PAGE_FILES)):
+    if channel.is_channel() and (changed or local_page_stale(channel.path)):
         write_local_page(channel.path, options.variants_dir, load_config(options.workspace), reporter.error)
 
 

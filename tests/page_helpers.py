@@ -1,8 +1,9 @@
 """A channel as two machines leave it after publishing the test graph, written file by file (repodata.json,
 lookup entries, bench documents) so the page tests need no build; and headless Chromium to look at a page.
 
-gfx942 has two benchmark runs, the second one slower (a regression); gfx1151 two runs within the tolerance;
-gfx90a has packages but no GPU ran their tests (not measured)."""
+gfx942 has two builds, each tested by pytorch's and flash-attn's quick benchmark, the second build slower (a
+regression); gfx1151 two builds within the threshold; gfx90a has packages but no GPU ran their tests (not
+measured)."""
 from __future__ import annotations
 
 import copy
@@ -31,18 +32,23 @@ DAY = 86400
 START = 1_795_000_000  # 2026-11-18, a week before the session
 
 
-def slower_copy(document: dict) -> dict:
-    """The real document with every fused backend 40% slower (math unchanged)."""
-    slow = copy.deepcopy(document)
-    for row in slow["rows"]:
+def scaled_copy(document: dict, speed: float) -> dict:
+    """The document with every fused backend at `speed` times its speed (math unchanged)."""
+    scaled = copy.deepcopy(document)
+    for row in scaled["rows"]:
         if row["backend"] != "math":
             for name in ("forward", "backward"):
                 if row[name]["status"] == "ok":
-                    row[name]["ms"] /= SLOWER
-                    row[name]["tflops"] *= SLOWER
-    for result in slow["speedup"]["results"]:
-        result["speedup"] = round(result["speedup"] * SLOWER, 2)
-    return slow
+                    row[name]["ms"] /= speed
+                    row[name]["tflops"] *= speed
+    for result in scaled["speedup"]["results"]:
+        result["speedup"] = round(result["speedup"] * speed, 2)
+    return scaled
+
+
+def slower_copy(document: dict) -> dict:
+    """The real document with every fused backend 40% slower (math unchanged)."""
+    return scaled_copy(document, SLOWER)
 
 
 def build_string(arch: str, run: int, day: int) -> str:
@@ -61,34 +67,44 @@ def _write(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=1))
 
 
+TESTED = ("pytorch", "flash-attn")  # the recipes whose tests run the quick benchmark, in the order they finish
+
+
 def write_channel(root: Path) -> Path:
-    """The channel folder; bench documents as `bench/<arch>/<package file stem>.json`."""
+    """The channel folder; bench documents as `bench/<arch>/<package file stem>.json`, one per tested package and
+    build, as a GPU build-all leaves them; plus the result of a pytorch build the channel no longer lists."""
     real = json.loads(H100_BENCH.read_text())
     repodata = {"linux-64": {}, "noarch": {}}
     runs = {"gfx942": [real, slower_copy(real)], "gfx1151": [real, real], "gfx90a": []}
     for day, arch in enumerate(("gfx1151", "gfx942", "gfx90a")):
         for run, document in enumerate(runs[arch] or [None]):
             when = START + (day + run * 3) * DAY
+            build = build_string(arch, run, day)
             for name, version in GPU_PACKAGES.items():
-                build = build_string(arch, run, day)
                 file = f"{name}-{version}-{build}.conda"
                 repodata["linux-64"][file] = _record(name, version, build, arch, when)
                 entry = ManifestEntry(file=f"linux-64/{file}", name=name, version=version, build=build, arch=arch,
                                       slot=name, input_hash=f"{run}{day}" + "f" * 62, sha256="0" * 64, digests={},
                                       dependency_hashes={}, patches=[], built_at=when, host=f"builder-{arch}")
                 _write(root / entry_path(entry.file), json.loads(encode_entry(entry)))
-            if document is not None:
-                build = build_string(arch, run, day)
-                stem = f"rocm-stack-check-{CHECK_VERSION}-{build}"
-                placed = {**copy.deepcopy(document), "created": f"2026-11-{18 + day + run * 3:02d}T12:00:00+00:00",
-                          "package": f"{stem}.conda", "subdir": "linux-64", "build": build}
-                _write(root / "bench" / arch / f"{stem}.json", placed)
+            for minutes, name in zip((0, 30), TESTED if document is not None else ()):
+                _write_bench(root, arch, f"{name}-{GPU_PACKAGES[name]}-{build}",
+                             document, f"2026-11-{18 + day + run * 3:02d}T12:{minutes:02d}:00+00:00")
+    # a pytorch build replaced since (its package moved to .superseded/; its result stays, create-only)
+    _write_bench(root, "gfx1151", f"pytorch-{GPU_PACKAGES['pytorch']}-{build_string('gfx1151', 9, 0)}",
+                 slower_copy(real), "2026-11-17T12:00:00+00:00")
     repodata["noarch"][f"rocm-stack-check-{CHECK_VERSION}-pyh0_0.conda"] = _record(
         "rocm-stack-check", CHECK_VERSION, "pyh0_0", None, START)
     for subdir, packages in repodata.items():
         _write(root / subdir / "repodata.json",
                {"info": {"subdir": subdir}, "packages": {}, "packages.conda": packages})
     return root
+
+
+def _write_bench(root: Path, arch: str, stem: str, document: dict, created: str) -> None:
+    _write(root / "bench" / arch / f"{stem}.json", {**copy.deepcopy(document), "created": created,
+                                                     "package": f"{stem}.conda", "subdir": "linux-64",
+                                                     "build": stem.rsplit("-", 1)[1]})
 
 
 def chromium() -> str | None:
@@ -120,7 +136,7 @@ def docs_screenshots(images: Path, work: Path) -> list[Path]:
     one = channel / "gfx942.html"  # the page with only that section, so the phone shot shows it from its top
     one.write_text(page[:body_start] + page[start:page.index("</section>", start)] + page[page.index("</main>"):])
     shots = [(channel / "index.html", images / "channel-page-desktop.png", 1100, 1000),
-             (one, images / "channel-page-phone.png", 390, 1900)]
+             (one, images / "channel-page-phone.png", 390, 2350)]
     for source, target, width, height in shots:
         done = run_chromium(source.as_uri(), f"--screenshot={target.resolve()}", width=width, height=height, cwd=work)
         if done.returncode:

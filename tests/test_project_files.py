@@ -129,3 +129,10 @@ def test_the_share_commands_do_not_import_the_command_line():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.stdout.strip() == "False", done.stderr
     assert {"serve", "publish", "consumer-manifest", "doctor"} <= _subcommands()
+
+
+def test_an_installed_orchestrate_has_every_package_of_the_source():
+    """setuptools installs only the packages pyproject names: one left out is missing from a non-editable
+    install (the channel page's package was, and every page write failed there)."""
+    packages = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "orchestrate").rglob("__init__.py")}
+    assert packages <= set(PYPROJECT["tool"]["setuptools"]["packages"])

@@ -219,3 +219,25 @@ def test_a_machine_taking_packages_from_the_team_channel_takes_their_benchmarks_
     assert (fresh / bench).read_bytes() == (shared / bench).read_bytes()
     assert "gfx942" in (fresh / "index.html").read_text()
     assert orchestrate("verify", "--workspace", str(workspace), "--channel", str(fresh)).returncode == 0
+
+
+def test_publish_leaves_out_a_result_the_page_cannot_read_and_names_it(team, tmp_path):
+    """A result of the right schema whose values have other shapes would sit in the shared channel for good
+    (create-only): publish names it and publishes the package without it."""
+    from orchestrate.share.bench import encode_record
+
+    machines, _ = team
+    workspace, channel, document = machines["gfx1151"]
+    local = tmp_path / "channel"
+    shutil.copytree(channel, local)
+    file = pytorch_file(channel)
+    odd = json.dumps({**json.loads((local / bench_path("gfx1151", file)).read_text()), "rows": ["x"]}).encode()
+    (local / bench_path("gfx1151", file)).write_bytes(odd)
+    (local / record_path("gfx1151", file)).write_bytes(encode_record(bench_path("gfx1151", file), odd))
+    target = tmp_path / "team"
+    published = orchestrate("publish", "--workspace", str(workspace), "--channel", str(local), "--to", target.as_uri())
+    assert published.returncode == 0, published.stderr
+    [warning] = [line for line in published.stderr.splitlines() if "not publishing" in line]
+    assert f"{bench_path('gfx1151', file)}, the benchmark result of {file}" in warning
+    assert "cannot read it (an item of rows is a string, not an object)" in warning
+    assert (target / file).is_file() and not (target / bench_path("gfx1151", file)).exists()

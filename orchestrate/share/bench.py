@@ -85,18 +85,6 @@ def write_atomically(target: Path, data: bytes) -> None:
         staged.unlink(missing_ok=True)
 
 
-def keep_in_local_channel(channel_path: Path, kept: Path, entry: ManifestEntry, build_arch: str) -> str | None:
-    """Under the channel lock: the package's benchmark into the local channel, then its record. A rebuilt
-    package's new measurement replaces the old one. Returns the bench path written, or None."""
-    found = channel_document(kept, entry, build_arch)
-    if found is None:
-        return None
-    arch, bench, data = found
-    write_atomically(channel_path / bench, data)
-    write_atomically(channel_path / record_path(arch, entry.file), encode_record(bench, data))
-    return bench
-
-
 @dataclass
 class Bench:
     """One benchmark result a channel records for a package file."""
@@ -107,8 +95,19 @@ class Bench:
     data: bytes
 
 
+def keep_in_local_channel(channel_path: Path, kept: Path, entry: ManifestEntry, build_arch: str) -> str | None:
+    """Under the channel lock: the package's benchmark into the local channel, then its record. A rebuilt
+    package's new measurement replaces the old one. Returns the bench path written, or None."""
+    found = channel_document(kept, entry, build_arch)
+    if found is None:
+        return None
+    arch, bench, data = found
+    keep_copy(channel_path, Bench(arch, bench, record_path(arch, entry.file), data), entry.file)
+    return bench
+
+
 def keep_copy(channel_path: Path, bench: Bench, package_file: str) -> None:
-    """A result another channel records (a cache channel's), into the local channel with its record."""
+    """A result into the local channel, then its record (the record last: verify names a result without one)."""
     write_atomically(channel_path / bench.path, bench.data)
     write_atomically(channel_path / record_path(bench.arch, package_file), encode_record(bench.path, bench.data))
 

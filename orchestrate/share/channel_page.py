@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..architectures import ArchitectureTable
-from .bench import write_atomically
+from ..channel import MANIFEST, SUBDIRS
+from .bench import BENCH_DIR, write_atomically
 from .s3 import S3Store
 from .store import FolderStore, Store
 
@@ -47,7 +48,8 @@ def write_page(store: Store, variants_dir: Path, config: dict, channel_url: str 
             put(name, lambda _current, name=name: make(name))
         return True
     except Exception as exc:  # whatever goes wrong making the page (a stop is no Exception: it goes through)
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        # the type too: a bare "'str' object has no attribute 'get'" says nothing of where it came from
+        reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}".rstrip(": ")
         if fatal:
             warn(f"the channel page at {store.url} was not written ({reason}): fix that, then run `orchestrate page` "
                  "again")
@@ -65,6 +67,28 @@ def write_local_page(channel_path: Path, variants_dir: Path, config: dict, warn:
         write_atomically(Path(channel_path) / name, make(None))
 
     return write_page(FolderStore(channel_path), variants_dir, config, channel_url, put, warn, fatal)
+
+
+def local_page_stale(channel_path: Path) -> bool:
+    """Whether the local channel's page is missing, or older than an index, the manifest or a benchmark result
+    (a bench/<arch>/ folder's time changes as a result is renamed into it). A stop after the last package went
+    in and before the page was written leaves such a page; the next build-all, with nothing to build, sees it
+    here. A few stat calls, no reading."""
+    channel_path = Path(channel_path)
+    try:
+        made = min((channel_path / name).stat().st_mtime_ns for name in PAGE_FILES)
+    except OSError:
+        return True
+    bench = channel_path / BENCH_DIR
+    sources = [channel_path / subdir / "repodata.json" for subdir in SUBDIRS] + [channel_path / MANIFEST, bench]
+    sources += [p for p in bench.iterdir() if p.is_dir()] if bench.is_dir() else []
+    for source in sources:
+        try:
+            if source.stat().st_mtime_ns > made:
+                return True
+        except OSError:
+            continue  # not there: nothing the page could be older than
+    return False
 
 
 def write_published_page(store: Store, variants_dir: Path, config: dict, warn: Callable[[str], None], *,

@@ -28,6 +28,7 @@ from .bench import Bench, encode_record, parse_record, recorded_in, sha256_bytes
 from .channel_page import PAGE_FILES, write_published_page
 from .lookup import (Lookup, encode_entry, encode_manifest, entry_path, json_object, parse_entry, parse_manifest,
                      read_entry, read_index, read_lookup)
+from .page.model import unreadable
 from .targets import FolderStore, PackageServer, Store, parse_target
 
 INDEX_ATTEMPTS = 3  # indexes in a row that may each miss our packages before the publish gives up
@@ -111,7 +112,8 @@ def publish(options: Options, target_url: str, packages: list[str], reporter: Re
         entries = select_entries(channel, options.arch, packages)
         for file, why in sorted(channel.unsound().items()):  # a damaged copy is never spread to the team
             reporter.error(f"not publishing {file}: {why}; `orchestrate build-all` replaces it, then publish again")
-        benches = {e.file: recorded_in(FolderStore(channel.path), e.file) for e in entries}
+        benches = {e.file: _readable(recorded_in(FolderStore(channel.path), e.file), e.file, reporter)
+                   for e in entries}
         if isinstance(target, PackageServer):
             return _publish_to_server(channel, entries, target, reporter, sum(map(len, benches.values())))
         if not target.writable:
@@ -225,6 +227,20 @@ def _repair(channel: Channel, placed: Placed, store: Store) -> int:
     for relpath, data in placed.rewrites.items():
         store.replace(relpath, data=data)
     return repaired
+
+
+def _readable(benches: list[Bench], package: str, reporter: Reporter) -> list[Bench]:
+    """The results the channel's page can read: one it cannot would sit in the shared channel for good
+    (create-only) and be named under the page's problems on every machine."""
+    kept = []
+    for bench in benches:
+        why = unreadable(json_object(bench.data))
+        if why:
+            reporter.error(f"warning: not publishing {bench.path}, the benchmark result of {package}: the channel page "
+                           f"cannot read it ({why}); rebuild the package to measure it again")
+        else:
+            kept.append(bench)
+    return kept
 
 
 def _benches_complete(benches: dict[str, list[Bench]], store: Store) -> bool:

@@ -6,7 +6,9 @@ file://, s3://, http(s)://), one problem per line, each naming the file and what
   - every package file in a subdir is listed (where the store can list its files; HTTP cannot);
   - every lookup entry (what each package was built from) names a listed file with the same sha256;
   - every subdir's repodata.json parses;
-  - every benchmark result the channel records (bench.py) is there, with the recorded sha256.
+  - every benchmark result the channel records (bench.py) is there, with the recorded sha256, and is a
+    document the channel's page can read; a result without a record, or the record of a package the index no
+    longer lists, is a note (the page leaves the latter out).
 A clean channel exits 0, any problem 1; `--json` writes the same as one JSON object for scripts.
 """
 from __future__ import annotations
@@ -19,8 +21,9 @@ from typing import Callable
 from ..channel import PACKAGE_SUFFIXES, SUBDIRS, Channel
 from ..errors import UserError
 from ..ui import Reporter
-from .bench import all_records, package_of_record, parse_record, sha256_bytes
-from .lookup import read_index, read_lookup
+from .bench import all_records, channel_documents, package_of_record, parse_record, sha256_bytes
+from .lookup import json_object, read_index, read_lookup
+from .page.model import unreadable
 from .store import Store
 
 INDEX = "repodata.json"
@@ -31,7 +34,7 @@ PROBLEMS_EXIT = 1
 class Problem:
     file: str  # channel-relative: noarch/foo-1.0-h1_0.conda, linux-64/repodata.json, orchestrate-manifest.json
     kind: str  # damaged, missing, unlisted, wrong-entry, unlisted-entry, damaged-index, damaged-lookup,
-    # missing-bench, damaged-bench, damaged-bench-record
+    # missing-bench, damaged-bench (cut short, or a shape the page cannot read), damaged-bench-record
     detail: str
     fix: str
 
@@ -111,6 +114,16 @@ class Fixes:
         return (f"copy it back from a channel it was published to, or remove {record} to forget the result; "
                 "the package's next build measures it again")
 
+    def forget(self, *files: str) -> str:
+        where = "" if self.local else " there"
+        return f"remove {' and '.join(files)}{where} to forget it"
+
+    def unrecorded(self, bench: str) -> str:
+        if not self.local:
+            return (f"publish its package again from the machine that built it ({self.publish}): it writes the "
+                    f"record; or remove {bench} there")
+        return "remove it; the package's next build measures it again and writes it with its record"
+
     def damaged_lookup(self) -> str:
         if not self.local:
             return f"run {self.publish} again from a machine that published to it: it writes it again"
@@ -160,17 +173,18 @@ def verify(store: Store, local: bool, quick: bool = False) -> Verification:
             result.problems.append(Problem(
                 file, "wrong-entry", f"the build-cache lookup records sha256 {str(entry.get('sha256'))[:12]}…, "
                 f"the index {str(listed[file].get('sha256'))[:12]}…", fixes.wrong_entry(file)))
-    _check_benches(store, quick, fixes, result)
+    _check_benches(store, quick, fixes, result, listed)
     if quick:
         result.notes.append("--quick: sizes compared, sha256 not")
     return result
 
 
-def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification) -> None:
+def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification, listed: dict) -> None:
     records = all_records(store)
     if records is None:
         result.notes.append(f"{store.url} cannot list its files (HTTP): benchmark results are not checked")
         return
+    recorded: set[str] = set()
     for relpath in records:
         result.benches += 1
         package = package_of_record(relpath)
@@ -180,6 +194,10 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
                                            fixes.bench(relpath, package)))
             continue
         bench = record["bench"]
+        recorded.add(bench)
+        if package not in listed:
+            result.notes.append(f"{relpath} records the result of {package}, which the index no longer lists (a "
+                                f"newer build replaced it): the page leaves it out; {fixes.forget(relpath, bench)}")
         size = store.size(bench)
         if size is None:
             result.problems.append(Problem(bench, "missing-bench", f"the benchmark result of {package} that "
@@ -187,9 +205,23 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
         elif size != record["size"]:
             result.problems.append(Problem(bench, "damaged-bench", f"size {size} but {relpath} records "
                                            f"{record['size']}", fixes.bench(relpath, package)))
-        elif not quick and sha256_bytes(store.read(bench) or b"") != record["sha256"]:
-            result.problems.append(Problem(bench, "damaged-bench", f"sha256 differs from what {relpath} records",
-                                           fixes.bench(relpath, package)))
+        elif not quick:
+            data = store.read(bench) or b""
+            if sha256_bytes(data) != record["sha256"]:
+                result.problems.append(Problem(bench, "damaged-bench", f"sha256 differs from what {relpath} records",
+                                               fixes.bench(relpath, package)))
+            elif why := unreadable(json_object(data)):
+                result.problems.append(Problem(bench, "damaged-bench", f"the channel page cannot read it ({why})",
+                                               fixes.bench(relpath, package)))
+    for bench, _arch, document in channel_documents(store):
+        if bench in recorded:
+            continue
+        if not quick and (why := "it does not parse" if document is None else unreadable(document)):
+            result.problems.append(Problem(bench, "damaged-bench", f"the channel page cannot read it ({why})",
+                                           fixes.forget(bench)))
+        else:
+            result.notes.append(f"{bench} is a benchmark result no record in orchestrate-manifest.d/ names (a write "
+                                f"stopped between the two): {fixes.unrecorded(bench)}")
 
 
 def _verify_locked(store, quick: bool = False) -> Verification:

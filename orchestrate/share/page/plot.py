@@ -1,6 +1,6 @@
-"""The benchmark's history as an inline SVG line plot: speed-up over math, one line per backend, dtype and
-pass, one point per benchmark document. Drawn by hand (no matplotlib on a build machine that lacks it);
-lines differ by dash and marker as well as colour, so a black-and-white print still tells them apart."""
+"""A benchmark series' history (one tested package on one GPU) as an inline SVG line plot: speed-up over math,
+one line per backend, dtype and pass, one point per build. Drawn by hand (no matplotlib on a build machine that
+lacks it); lines differ by dash and marker as well as colour, so a black-and-white print still tells them apart."""
 from __future__ import annotations
 
 import math
@@ -51,8 +51,8 @@ def label_of(key: tuple) -> str:
     return f"{backend} {dtype} {pass_}"
 
 
-def history_svg(arch: str, history: list[dict], element_id: str) -> str:
-    """The plot, with a <title> and a <desc> that say in words what it shows."""
+def history_svg(label: str, history: list[dict], element_id: str) -> str:
+    """The plot of what `label` names, with a <title> and a <desc> that say in words what it shows."""
     series = series_of(history)
     values = [v for vs in series.values() for v in vs if v is not None]
     top, step = _axis(max(values) if values else 1.0)
@@ -71,7 +71,7 @@ def history_svg(arch: str, history: list[dict], element_id: str) -> str:
         for key, vs in series.items())
     parts = [f'<svg class="plot" viewBox="0 0 {WIDTH} {height}" role="img" '
              f'aria-labelledby="{element_id}-title {element_id}-desc" xmlns="http://www.w3.org/2000/svg">',
-             f'<title id="{element_id}-title">{escape(arch)}: speed-up over math over {count} benchmark run(s)</title>',
+             f'<title id="{element_id}-title">{escape(label)}: speed-up over math over {count} build(s)</title>',
              f'<desc id="{element_id}-desc">{escape(words)}. The table below holds the same numbers.</desc>',
              '<g font-size="13" fill="#555" font-family="inherit">']
     for tick in range(round(top / step) + 1):

@@ -8,7 +8,7 @@ import re
 import urllib.parse
 from html import escape
 
-from .model import REGRESSION_TOLERANCE
+from .model import REGRESSION_THRESHOLD
 from .plot import history_svg
 
 CSS = """
@@ -25,6 +25,7 @@ main{padding-bottom:2rem}
 h1{font-weight:300;font-size:2rem;line-height:1.3;margin:1.2rem 0 .6rem;color:var(--muted)}
 h2{font-weight:300;font-size:1.5rem;line-height:1.4;margin:2rem 0 .8rem}
 h3{font-weight:400;font-size:1.15rem;margin:1.4rem 0 .6rem}
+h4{font-weight:700;font-size:.95rem;margin:1.2rem 0 .4rem}
 p,li{overflow-wrap:anywhere}
 td{overflow-wrap:break-word}
 a{color:var(--primary)}
@@ -104,16 +105,21 @@ def _speedup_span(results: list[dict]) -> str:
                      for b, v in spans.items()) or "no speed-up measured"
 
 
-def _works(check: dict | None) -> str:
-    if not check:
+def _works(checks: list[dict]) -> str:
+    """The backends that worked, and those that failed, in the latest test of each package."""
+    if not checks:
         return '<span class="muted">not measured</span>'
-    works = [escape(b["name"]) for b in check["backends"] if b["works"] is True]
-    fails = [escape(b["name"]) for b in check["backends"] if b["works"] is False]
+    works, fails = [], []
+    for check in checks:
+        for backend in check["backends"]:
+            found = works if backend["works"] is True else fails if backend["works"] is False else None
+            if found is not None and backend["name"] not in found:
+                found.append(backend["name"])
     shown = []
     if works:
-        shown.append('<span class="ok">works:</span> ' + ", ".join(works))
+        shown.append('<span class="ok">works:</span> ' + ", ".join(escape(n) for n in works))
     if fails:
-        shown.append('<span class="bad">fails:</span> ' + ", ".join(fails))
+        shown.append('<span class="bad">fails:</span> ' + ", ".join(escape(n) for n in fails))
     return "; ".join(shown) or '<span class="muted">nothing ran</span>'
 
 
@@ -127,15 +133,20 @@ def _regression_lines(regressions: list[dict]) -> list[str]:
     return [f"{escape(' '.join(key))}: {escape(', '.join(words))}" for key, words in grouped.items()]
 
 
+def _test_of(series: dict) -> str:
+    return f"{escape(series['package'])}'s test on {escape(series['device'] or 'an unnamed GPU')}"
+
+
 def _latest_words(bench: dict | None) -> str:
     if not bench:
         return '<span class="muted">not measured</span>'
-    if bench["regressions"]:
-        return (f'<span class="regression">regression</span> ({len(_regression_lines(bench["regressions"]))} '
-                "result(s) slower)")
-    if len(bench["history"]) == 1:
+    slower = [s for s in bench["series"] if s["regressions"]]
+    if slower:
+        return "; ".join(f'<span class="regression">regression</span> in {_test_of(s)} '
+                         f'({len(_regression_lines(s["regressions"]))} result(s) slower)' for s in slower)
+    if all(s["previous"] is None for s in bench["series"]):
         return "first measurement"
-    return f'<span class="ok">no regression</span> (within {REGRESSION_TOLERANCE:.0%})'
+    return f'<span class="ok">no regression</span> (within {REGRESSION_THRESHOLD:.0%})'
 
 
 def summary(data: dict) -> str:
@@ -146,11 +157,13 @@ def summary(data: dict) -> str:
                      escape(arch["gpus"]) or '<span class="muted">not in the architecture table</span>',
                      "<br>".join(f'<span class="nowrap">{escape(n)} {escape(v)}</span>'
                                  for n, v in arch["stack"].items()) or "—",
-                     _works(arch["check"]),
-                     _speedup_span(bench["latest"]["results"]) if bench else '<span class="muted">not measured</span>',
+                     _works(arch["checks"]),
+                     (_speedup_span(bench["series"][0]["latest"]["results"])
+                      + f' <span class="muted">({_test_of(bench["series"][0])})</span>') if bench
+                     else '<span class="muted">not measured</span>',
                      _latest_words(bench)])
-    return _table(["Architecture", "GPUs", "Stack", "Attention backends (latest check)",
-                   "Speed-up over math (latest)", "Since the previous run"], rows)
+    return _table(["Architecture", "GPUs", "Stack", "Attention backends (latest tests)",
+                   "Speed-up over math (latest build)", "Since the previous build"], rows)
 
 
 def install(data: dict) -> str:
@@ -183,43 +196,43 @@ def packages_table(packages: list[dict]) -> str:
     return _table(["Package", "Version", "Build", "Built", "Built on", "Input hash"], rows)
 
 
-def check_block(check: dict | None) -> str:
-    if not check:
+def check_block(checks: list[dict]) -> str:
+    if not checks:
         return ('<div class="admonition"><p><strong>Not measured:</strong> no GPU of this architecture ran the '
                 "recipes' tests for the packages this channel holds.</p></div>")
-    items = "".join(
-        f'<li><strong>{escape(b["name"])}</strong>: '
-        + ('<span class="ok">works</span>' if b["works"] else '<span class="bad">fails</span>' if b["works"] is False
-           else '<span class="muted">not run</span>')
-        + (f' <span class="muted">({escape(b["note"])})</span>' if b["note"] else "") + "</li>"
-        for b in check["backends"])
-    return (f'<p>On {escape(check["device"] or "an unnamed GPU")}, {_when(check["created"])} '
-            f'({_link(check["file"])}):</p><ul>{items}</ul>')
-
-
-def bench_block(arch: dict) -> str:
-    bench = arch["bench"]
-    if not bench:
-        return ('<div class="admonition"><p><strong>Not measured:</strong> no quick benchmark of this architecture '
-                "is in the channel (its packages were built where no GPU ran the tests).</p></div>")
-    latest = bench["latest"]
     parts = []
-    if bench["regressions"]:
-        items = "".join(f"<li>{line}</li>" for line in _regression_lines(bench["regressions"]))
+    for check in checks:
+        items = "".join(
+            f'<li><strong>{escape(b["name"])}</strong>: '
+            + ('<span class="ok">works</span>' if b["works"] else '<span class="bad">fails</span>'
+               if b["works"] is False else '<span class="muted">not run</span>')
+            + (f' <span class="muted">({escape(b["note"])})</span>' if b["note"] else "") + "</li>"
+            for b in check["backends"])
+        parts.append(f'<p>{escape(check["package"])}\'s test on {escape(check["device"] or "an unnamed GPU")}, '
+                     f'{_when(check["created"])} ({_link(check["file"])}):</p><ul>{items}</ul>')
+    return "".join(parts)
+
+
+def series_block(arch: str, series: dict, element_id: str) -> str:
+    """One tested package on one GPU: its latest build's result, what regressed since its previous build, and
+    its history."""
+    latest, history = series["latest"], series["history"]
+    parts = [f"<h4>{_test_of(series)}</h4>"]
+    if series["regressions"]:
+        items = "".join(f"<li>{line}</li>" for line in _regression_lines(series["regressions"]))
         parts.append(f'<div class="admonition warning"><p><strong class="regression">Regression</strong>: the latest '
-                     f"run is more than {REGRESSION_TOLERANCE:.0%} slower than the previous one:</p>"
-                     f"<ul>{items}</ul></div>")
-    parts.append(f'<p>Latest: {escape(latest["device"] or "unnamed GPU")}, {_when(latest["created"])}, shape '
-                 f'<code>{escape(str(latest["shape"]))}</code> (batch, heads, sequence, head dim), from the test of '
-                 f'<code>{escape(str(latest["package"] or "?"))}</code> '
+                     f"build is more than {REGRESSION_THRESHOLD:.0%} slower than the previous build of "
+                     f"{escape(series['package'])} ({_link(series['previous'])}):</p><ul>{items}</ul></div>")
+    parts.append(f'<p>Latest: {_when(latest["created"])}, shape <code>{escape(str(latest["shape"]))}</code> (batch, '
+                 f'heads, sequence, head dim), from the test of <code>{escape(str(latest["package"]))}</code> '
                  f'({_link(latest["file"])}).</p>')
     rows = [[escape(r["backend"]), escape(r["dtype"]), escape(r["pass"]), _num(r["speedup"], 2, "x"),
              _num(r["tflops"], 1), _num(r["ms"], 3)] for r in latest["results"]]
     parts.append(_table(["Backend", "dtype", "Pass", "Speed-up", "TFLOP/s", "ms"], rows, {3, 4, 5},
                         caption="Speed-up over the math backend, throughput and time of one pass at that shape"))
-    history = bench["history"]
-    parts.append(f"<h3>Over the {len(history)} run(s) this channel holds</h3>")
-    parts.append(history_svg(arch["name"], history, anchor(arch["name"]) + "-plot"))
+    parts.append(f"<p>Over the {len(history)} build(s) of {escape(series['package'])} this channel holds:</p>")
+    parts.append(history_svg(f"{arch}, {series['package']}'s test on {series['device'] or 'an unnamed GPU'}",
+                             history, element_id))
     keys = []
     for point in history:
         keys += [(r["backend"], r["dtype"], r["pass"]) for r in point["results"]
@@ -231,9 +244,18 @@ def bench_block(arch: dict) -> str:
                     + [_num((by_key.get(k) or {}).get("speedup"), 2, "x") for k in keys]
                     + [escape(str(point["package"] or point["build"] or "—"))])
     # the numbers before the long package name, so a phone shows them without scrolling the table
-    parts.append(_table(["Run", "When"] + [escape(" ".join(k)) for k in keys] + ["Tested package"], rows,
-                        set(range(2, 2 + len(keys))), caption="Speed-up over math per run, oldest first"))
+    parts.append(_table(["Build", "When"] + [escape(" ".join(k)) for k in keys] + ["Tested package"], rows,
+                        set(range(2, 2 + len(keys))), caption="Speed-up over math per build, oldest first"))
     return "".join(parts)
+
+
+def bench_block(arch: dict) -> str:
+    bench = arch["bench"]
+    if not bench:
+        return ('<div class="admonition"><p><strong>Not measured:</strong> no quick benchmark of this architecture '
+                "is in the channel (its packages were built where no GPU ran the tests).</p></div>")
+    return "".join(series_block(arch["name"], series, f"{anchor(arch['name'])}-plot-{i}")
+                   for i, series in enumerate(bench["series"]))
 
 
 def architecture(arch: dict) -> str:
@@ -241,7 +263,7 @@ def architecture(arch: dict) -> str:
     parts = [f'<section class="arch" id="{anchor(arch["name"])}"><h2>{title}</h2>']
     if not arch["in_table"]:
         parts.append("<p class=muted>Not in this orchestrator's architecture table.</p>")
-    parts.append("<h3>Latest check</h3>" + check_block(arch["check"]))
+    parts.append("<h3>Latest check</h3>" + check_block(arch["checks"]))
     parts.append("<h3>Quick benchmark: Flash Attention against math</h3>" + bench_block(arch))
     parts.append("<h3>Packages</h3>")
     parts.append(packages_table(arch["packages"]) if arch["packages"] else "<p class=muted>No packages.</p>")
@@ -270,6 +292,7 @@ def page_html(data: dict) -> str:
             '<header class="bar"><div class="wrap"><strong>rocm-stack</strong> channel</div></header>'
             f'<main class="wrap">{"".join(body)}</main>'
             f'<footer><div class="wrap">Generated {_when(data["generated"])} by <code>orchestrate page</code> from '
-            "what the channel holds (repodata.json, orchestrate-manifest.d/, bench/). Regression: the latest result "
-            f"more than {REGRESSION_TOLERANCE:.0%} below the previous one on the same architecture.</div></footer>"
+            "what the channel holds (repodata.json, orchestrate-manifest.d/, bench/). Regression: a package's latest "
+            f"build more than {REGRESSION_THRESHOLD:.0%} slower than its previous build, tested on the same GPU."
+            "</div></footer>"
             "</body></html>\n")

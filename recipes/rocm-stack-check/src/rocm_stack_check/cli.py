@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from . import __version__, exit_codes
+from . import REGRESSION_THRESHOLD, __version__, exit_codes
 from .attention import DTYPES, Shape
 
 EXIT_CODES_HELP = (f"exit codes: {exit_codes.OK} all good (or no GPU, unless --require-gpu); "
@@ -81,10 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--input", type=Path, help="read results from this JSON instead of running")
     bench.add_argument("--compare", type=Path, metavar="BASELINE.json",
                        help=f"print speed-ups over a baseline; exit {exit_codes.FAILED} on a regression")
-    # Defaults from two back-to-back full runs on one H200: the 106 passes of 1 ms or more agreed within 12%
-    # (median ratio 1.00); shorter ones are bound by the host's launch rate and moved by up to 2x.
-    bench.add_argument("--threshold", type=at_least(0), default=0.15,
-                       help="a pass more than this fraction slower than the baseline regresses (default 0.15)")
+    # REGRESSION_THRESHOLD says why 0.15; passes under 1 ms are bound by the host's launch rate and moved by up
+    # to 2x between those runs.
+    bench.add_argument("--threshold", type=at_least(0), default=REGRESSION_THRESHOLD,
+                       help=f"a pass more than this fraction slower than the baseline regresses "
+                            f"(default {REGRESSION_THRESHOLD:g})")
     bench.add_argument("--min-ms", type=at_least(0), default=1.0,
                        help="don't judge passes faster than this in the baseline: host-bound noise (default 1)")
     return parser
