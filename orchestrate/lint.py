@@ -8,6 +8,8 @@ to each other. This is our own check of those rules, not conda-smithy's code: it
   all, whether `${{ stdlib("c") }}` stands beside `${{ compiler(...) }}` in every branch;
 - as py-rattler-build renders it for every architecture and both PyTorch paths, where only the rendered
   output tells: the commit a git source resolves to, the license each output ends up with, its tests.
+One rule is ours alone: our channel sits in front of conda-forge, so every requirement name no recipe builds is
+one variants/conda-forge-names.txt records as checked on conda-forge (conda-forge-name).
 docs/reference.md ("orchestrate lint") lists the rules and the conda-smithy function each comes from.
 """
 from __future__ import annotations
