@@ -8,6 +8,8 @@ to each other. This is our own check of those rules, not conda-smithy's code: it
   all, whether `${{ stdlib("c") }}` stands beside `${{ compiler(...) }}` in every branch;
 - as py-rattler-build renders it for every architecture and both PyTorch paths, where only the rendered
   output tells: the commit a git source resolves to, the license each output ends up with, its tests.
+One rule is ours alone: our channel sits in front of conda-forge, so every requirement name no recipe builds is
+one variants/conda-forge-names.txt records as checked on conda-forge (conda-forge-name).
 docs/reference.md ("orchestrate lint") lists the rules and the conda-smithy function each comes from.
 """
 from __future__ import annotations
@@ -43,6 +45,7 @@ RULES = {
     "build-in-host": "lint_non_noarch_builds, hints.hint_pip_no_build_backend",
     "pin-subpackage": "lint_pin_subpackages",
     "noarch": "lint_require_lower_bound_on_python_version, conda_recipe_v1_linter.lint_usage_of_selectors_for_noarch",
+    "conda-forge-name": "none (ours): each external requirement name is one conda-forge/feedstock-outputs lists",
 }
 
 PATHS = ("prebuilt", "source")  # the two values of pytorch_from: each renders other recipes
@@ -58,6 +61,11 @@ FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 HOST_ONLY = {"python", "pip", "setuptools", "wheel", "numpy", "cython", "pybind11", "nanobind", "pytorch",
              "setuptools-scm", "scikit-build-core", "hatchling", "flit-core", "poetry-core", "meson-python"}
 CROSS_PYTHON = re.compile(r"^cross-python_")
+CONDA_FORGE_NAMES_FILE = "conda-forge-names.txt"  # in variants/
+FEEDSTOCK_OUTPUTS = "https://github.com/conda-forge/feedstock-outputs/blob/main/outputs"
+NEVER_INSTALLED = "<0.0a0"
+# compilers, the C stdlib and cross-python as rendered: conda-forge's toolchain, picked by ${{ compiler() }}
+TOOLCHAIN = re.compile(r"^[a-z0-9.+\-]+_(linux|osx|win)-[a-z0-9]+$")
 
 
 @dataclass(frozen=True, order=True)
@@ -85,6 +93,9 @@ def lint_workspace(workspace: Path, archs: list[str] | None = None) -> LintResul
     table = ArchitectureTable.load(options.variants_dir)
     archs = archs or table.names()
     problems: set[Problem] = set()
+    uses: set[NameUse] = set()
+    own: set[str] = set()
+    every_render = set(archs) >= set(table.names())  # else a name only other architectures use looks unused
     recipe_files = discover(options.recipes_dir)
     for recipe_path in recipe_files:
         try:
@@ -101,11 +112,15 @@ def lint_workspace(workspace: Path, archs: list[str] | None = None) -> LintResul
                 outputs = render_all(arch_options, config, arch)
             except UserError as exc:
                 problems.add(Problem("renders", " ".join(filter(None, (arch_name, _path_name(path)))), str(exc)))
+                every_render = False
                 continue
             built = [o for o in outputs if not o.skipped]
             checked += len(built)
+            own.update(o.name for o in outputs)
+            uses.update(NameUse(output_label(o, workspace), *use) for o in built for use in requirement_names(o))
             problems.update(rendered_problems(built, outputs, workspace))
             problems.update(stdlib_version_problems(built, config.to_dict(), options.variants_dir))
+    problems.update(conda_forge_name_problems(uses, own, options.variants_dir, check_unused=every_render))
     return LintResult(sorted(problems), archs, checked, len(recipe_files))
 
 
@@ -291,6 +306,84 @@ def stdlib_version_problems(built: list[Output], values: dict, variants_dir: Pat
     where = f"{_relative(variants_dir / SHARED_VARIANTS_FILE, variants_dir.parent)} c_stdlib_version"
     return [Problem("stdlib", where, f"not set, and {uses_sysroot[0].name} uses ${{{{ stdlib(\"c\") }}}}: set it "
                     "to the oldest glibc the stack supports")]
+
+
+# -- conda-forge names -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NameUse:
+    where: str
+    name: str
+    section: str  # build, host, run, run_constraints, run_exports, "tests run", "tests build"
+    spec: str
+
+
+def requirement_names(output: Output) -> list[tuple[str, str, str]]:
+    """(name, section, spec) of every requirement of a rendered output, its tests' too."""
+    found = []
+    for section in ("build", "host", "run", "run_constraints", "run_exports"):
+        found += [(_spec_name(spec), section, str(spec)) for spec in _requirements(output.rendered, section)]
+    for test in output.rendered.get("tests") or []:
+        for section, specs in (test.get("requirements") or {}).items():
+            found += [(_spec_name(spec), f"tests {section}", str(spec)) for spec in specs or []]
+    return found
+
+
+def _spec_name(spec: Any) -> str:
+    if isinstance(spec, dict):  # {pin_compatible: {name: ...}}
+        inner = next(iter(spec.values()), "")
+        return _name(inner.get("name", "") if isinstance(inner, dict) else inner)
+    return _name(spec)
+
+
+def read_conda_forge_names(path: Path) -> tuple[dict[str, str], list[Problem]]:
+    """NAME -> "" (conda-forge has it) or "<0.0a0" (it has not: allowed only as that run constraint)."""
+    names: dict[str, str] = {}
+    problems = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if words and (len(words) > 2 or words[1:] not in ([], [NEVER_INSTALLED])):
+            problems.append(Problem("conda-forge-name", f"{_relative(path, path.parent.parent)} line {number}",
+                                    f"{line.strip()!r} is neither NAME nor `NAME {NEVER_INSTALLED}`: write one per line"))
+        elif words:
+            names[words[0].lower()] = " ".join(words[1:])
+    return names, problems
+
+
+def feedstock_outputs_url(name: str) -> str:
+    """Where conda-forge/feedstock-outputs records a name (its shard: the first three letters or digits)."""
+    shard = ([c for c in name if c.isalnum()] + ["z"] * 3)[:3]
+    return f"{FEEDSTOCK_OUTPUTS}/{'/'.join(shard)}/{name}.json"
+
+
+def conda_forge_name_problems(uses: set[NameUse], own: set[str], variants_dir: Path, *,
+                              check_unused: bool) -> list[Problem]:
+    """Every external requirement name is one variants/conda-forge-names.txt records as on conda-forge; with
+    `check_unused` (every architecture and path rendered), every name it records is still required."""
+    path = variants_dir / CONDA_FORGE_NAMES_FILE
+    label = _relative(path, variants_dir.parent)
+    if not path.is_file():
+        return [Problem("conda-forge-name", label, "missing: list there, one per line, every requirement name "
+                        "no recipe builds, each checked on https://github.com/conda-forge/feedstock-outputs")]
+    declared, problems = read_conda_forge_names(path)
+    used = set()
+    for use in sorted(uses, key=lambda u: (u.where, u.name, u.section)):
+        if not use.name or use.name.startswith("__") or TOOLCHAIN.match(use.name) or use.name in own:
+            continue
+        used.add(use.name)
+        if use.name not in declared:
+            problems.append(Problem("conda-forge-name", use.where, f"{use.section} names {use.name}, which {label} "
+                                    f"does not list: check that conda-forge has it ({feedstock_outputs_url(use.name)}"
+                                    f"), then add it to {label} (a name conda-forge lacks fails every user's solve)"))
+        elif declared[use.name] and (use.section, use.spec.split(None, 1)[1:]) != ("run_constraints",
+                                                                                  [NEVER_INSTALLED]):
+            problems.append(Problem("conda-forge-name", use.where, f"{use.section} names {use.name} as `{use.spec}`, "
+                                    f"but conda-forge has no {use.name}: {label} allows it only as the run "
+                                    f"constraint `{use.name} {NEVER_INSTALLED}`; package it here or drop it"))
+    if check_unused:
+        problems += [Problem("conda-forge-name", f"{label} {name}", "no recipe requires it any more (every "
+                             "architecture, both PyTorch paths; or it is now one of our own outputs): delete the line")
+                     for name in sorted(set(declared) - used)]
+    return problems
 
 
 def _name(spec: Any) -> str:

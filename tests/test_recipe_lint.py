@@ -77,6 +77,9 @@ BREAKS = [
     ("noarch", "rocm-stack-check", r"^  noarch: python\n", "  noarch: python\n  skip:\n    - not linux\n",
      "recipes/rocm-stack-check/recipe.yaml rocm-stack-check"),
     ("renders", "composable-kernel", r"^  license: MIT$", "  license: MIT-ish", ARCH),
+    # a misspelt conda-forge name (conda-forge's is matplotlib-base), even in run_constraints: the guard does nothing
+    ("conda-forge-name", "rocm-stack-check", r"^    - matplotlib-base ", "    - matplotlib_base ",
+     "recipes/rocm-stack-check/recipe.yaml rocm-stack-check"),
 ]
 
 
@@ -156,6 +159,7 @@ requirements:
   run:
     - python
     - toy
+    - numpyy
 """
 
 
@@ -193,6 +197,9 @@ def test_a_toy_recipe_wrong_in_every_way_gets_one_line_per_problem(tmp_path):
                                "no rev") for line in lines)
     assert any(line.startswith("build-in-host: recipes/toy/recipe.yaml toy: pip is in requirements.build") for line in lines)
     assert any(line.startswith("pin-subpackage: recipes/toy/recipe.yaml toy: run names toy") for line in lines)
+    assert ("conda-forge-name: recipes/toy/recipe.yaml toy: run names numpyy, which variants/conda-forge-names.txt "
+            "does not list: check that conda-forge has it (https://github.com/conda-forge/feedstock-outputs/blob/main/"
+            "outputs/n/u/m/numpyy.json), then add it to variants/conda-forge-names.txt") in "\n".join(lines)
 
 
 def test_the_command_prints_each_problem_and_exits_1_and_0_when_clean(tmp_path, capsys):
@@ -206,3 +213,32 @@ def test_the_command_prints_each_problem_and_exits_1_and_0_when_clean(tmp_path, 
     assert f"pass all {len(RULES)} rules" in capsys.readouterr().out
     assert cli.main(["lint", "--workspace", str(good), "--arch", "gfx9999"]) == 2
     assert "error: --arch gfx9999 is not in variants/architectures.yaml: pass one of" in capsys.readouterr().err
+
+
+# -- variants/conda-forge-names.txt ------------------------------------------------------------------------
+def names_file(root: Path, text: str) -> None:
+    (root / "variants" / "conda-forge-names.txt").write_text(text)
+
+
+def test_a_name_conda_forge_lacks_is_only_a_never_installed_run_constraint(tmp_path):
+    toy = TOY.replace("    - __glibc >=2.28\n", "    - __glibc >=2.28\n    - vllm-rocm\n  run_constraints:\n"
+                      "    - flash-attn-rocm <0.0a0\n")
+    workspace = toy_workspace(tmp_path, toy, "2.28")
+    names_file(workspace, "# header\npython  # the toy's\nflash-attn-rocm <0.0a0\nvllm-rocm <0.0a0\nnumpy >=2\n")
+    lines = [p.line() for p in lint_workspace(workspace, [ARCH]).problems]
+    assert lines == [
+        "conda-forge-name: recipes/toy/recipe.yaml toy: run names vllm-rocm as `vllm-rocm`, but conda-forge has no "
+        "vllm-rocm: variants/conda-forge-names.txt allows it only as the run constraint `vllm-rocm <0.0a0`; package "
+        "it here or drop it",
+        "conda-forge-name: variants/conda-forge-names.txt line 5: 'numpy >=2' is neither NAME nor `NAME <0.0a0`: "
+        "write one per line",
+    ], "\n".join(lines)
+
+
+def test_a_listed_name_no_recipe_requires_is_stale_once_every_architecture_is_linted(tmp_path):
+    workspace = toy_workspace(tmp_path, TOY, "2.28")
+    names_file(workspace, "python\nnumpy\n")
+    assert not lint_workspace(workspace, [ARCH]).problems  # another architecture might require numpy
+    lines = [p.line() for p in lint_workspace(workspace).problems]
+    assert lines == ["conda-forge-name: variants/conda-forge-names.txt numpy: no recipe requires it any more (every "
+                     "architecture, both PyTorch paths; or it is now one of our own outputs): delete the line"], lines
