@@ -326,8 +326,9 @@ def _prebuilt_path(d: Decider, group: Group, rows: dict, vllm_requires, rule: st
             rows[name].decision, rows[name].reason = UNKNOWN, f"AMD's index: {exc}"
         return
     fits = _amd_fits(d, rows, releases, spec)
+    # the newest stable ROCm whatever holds it back (a held rocm-sdk too): the report says what it ships
     stable_rocm = [v for v in releases["rocm-sdk"] if not v.is_prerelease and not v.is_devrelease
-                   and v >= Version(rocm.pinned) and (not rocm.hold or v == Version(rocm.pinned))]
+                   and v >= Version(rocm.pinned)]
     newest = stable_rocm[-1] if stable_rocm else None
     if not fits:  # the index was read: AMD has not shipped it yet, a decision and not an unknown
         rocm.decision, rocm.reason = HELD, f"AMD's index ({d.world.amd_index}) has no stable ROCm with a torch " \
@@ -337,8 +338,10 @@ def _prebuilt_path(d: Decider, group: Group, rows: dict, vllm_requires, rule: st
     shipped = [str(v) for v in releases["pytorch-amd"] if newest and v.local == f"rocm{newest}"]
     if newest and newest > version:
         why = f"{rule}; AMD's ROCm {newest} ships torch {', '.join(shipped) or 'none'} ({d.world.amd_index})"
-        rocm.decision, rocm.reason = HELD, why
-        torch.decision, torch.reason = HELD, why
+        for row in (rows[n] for n in PREBUILT_PATH):  # each newer build of the newest ROCm waits with it
+            if row is rocm or row is torch or any(_rocm_of(v.local) == str(newest) and v.public != row.pinned
+                                           for v in releases[row.name]):
+                row.decision, row.reason = HELD, why
     else:
         rocm.reason = torch.reason = f"newest stable ROCm on {d.world.amd_index}"
     rocm_label = str(version)
@@ -358,8 +361,9 @@ def _prebuilt_path(d: Decider, group: Group, rows: dict, vllm_requires, rule: st
             row.reason = f"AMD's index {projects[name]} {pick} for ROCm {rocm_label}"
             row.notes_url = f"{d.world.amd_index}{projects[name]}/"
             group.edits.append(Edit("shared", d.component(name).version_key, new=public))
-        elif row.decision == CURRENT:
-            row.reason = f"AMD's index {projects[name]} {pick} is the ROCm {rocm_label} build"
+        elif row.decision in (CURRENT, HELD):
+            row.reason = f"AMD's index {projects[name]} {pick} is the ROCm {rocm_label} build" + \
+                (f"; {row.reason}" if row.decision == HELD else "")
     if rocm_label != rocm.pinned:
         rocm.decision, rocm.to = MOVES, rocm_label
         rocm.reason = f"newest stable ROCm on {d.world.amd_index} whose torch ({picks['pytorch-amd']}) {rule.split(' (')[0]} allows"
