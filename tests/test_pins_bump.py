@@ -134,12 +134,14 @@ def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, w
 
 
 def test_a_failed_download_holds_the_group_and_writes_none_of_it(world, workspace, capsys):
-    world.torch_215()
+    world.torch_215(vllm_rocm_requires=("conch-triton-kernels==1.3",))
+    world.pypi("conch-triton-kernels", "1.3", [])
     del world.files["/github/pytorch/audio/archive/refs/tags/v2.12.0.tar.gz"]
     before = snapshot(workspace)
     code, out, _ = bump(capsys, world, workspace, "--json", "--write")
     found = rows(out)
-    for name in TORCH_GROUP_215:
+    # the repack vLLM 0.34.0 needs moves with it: held with the group, not written next to vLLM 0.33.0
+    for name in (*TORCH_GROUP_215, "conch-triton-kernels"):
         assert found[name]["decision"] == "held" and found[name]["files"] == []
         assert "cannot download" in found[name]["reason"] and "v2.12.0.tar.gz" in found[name]["reason"]
         assert "nothing of the torch group was written" in found[name]["reason"]
@@ -201,6 +203,124 @@ def test_an_unreachable_upstream_leaves_its_group_unwritten_and_the_result_parti
     for name in ("pytorch", "vllm", "triton", "torchvision"):
         assert found[name]["decision"] == "held" and "the torch group moves whole and rocm-sdk could not be read" \
             in found[name]["reason"]
+    assert snapshot(workspace) == before
+
+
+def hold(workspace, key: str, value: str, reason: str) -> None:
+    shared = workspace / "variants" / "shared.yaml"
+    line = f'{key}: ["{value}"]'
+    assert line in shared.read_text()
+    shared.write_text(shared.read_text().replace(line, f"{line}  # hold: {reason}"))
+
+
+def test_a_held_companion_holds_the_torch_group(world, workspace, capsys):
+    """torchvision 0.29.1 requires torch==2.14.1: held, it keeps torch (and so the whole group) where it is."""
+    world.torch_215()
+    hold(workspace, "torchvision_version", "0.29.1", "waiting for the ABI check")
+    code, out, _ = bump(capsys, world, workspace, "--json")
+    found = rows(out)
+    assert code == 0
+    why = "torchvision is held (torchvision_version: hold: waiting for the ABI check) and torchvision 0.29.1 requires " \
+          "torch==2.14.1 (torchvision-0.29.1-py3-none-any.whl METADATA (range read))"
+    for name in TORCH_GROUP_215:
+        assert found[name]["decision"] == "held" and found[name]["to"] is None, found[name]
+    for name in ("vllm", "pytorch", "triton", "aotriton", "torchaudio"):
+        assert why in found[name]["reason"], found[name]
+    assert found["torchvision"]["reason"].startswith("hold: waiting for the ABI check")
+
+
+def test_amd_lagging_pypi_is_a_decision_the_newest_coherent_vllm_moves(world, workspace, capsys):
+    """AMD's index has no torch 2.15 for any stable ROCm: vLLM 0.34.0 (torch 2.15) is passed over for 0.33.1
+    (torch 2.14, which AMD ships); the repacks follow 0.33.1, not 0.34.0; the result is complete."""
+    world.torch_215(amd_ships=False, vllm_rocm_requires=("conch-triton-kernels==1.3",))
+    world.pypi("conch-triton-kernels", "1.3", [])
+    world.pypi("vllm", "0.33.1", ["torch==2.14.0"], rocm_requires=["conch-triton-kernels==1.2.1"], torch_rocm="2.14.0")
+    world.pypi("torchvision", "0.29.2", ["torch==2.14.1"])
+    code, out, err = bump(capsys, world, workspace, "--json")
+    found = rows(out)
+    assert code == 0 and not [n for n, r in found.items() if r["decision"] == "unknown"], out + err
+    assert (found["vllm"]["decision"], found["vllm"]["to"]) == ("moves", "0.33.1")
+    assert (found["torchvision"]["decision"], found["torchvision"]["to"]) == ("moves", "0.29.2")
+    lag = f"vllm 0.34.0 requires torch==2.15.0 (vllm-0.34.0-py3-none-any.whl METADATA (range read)); AMD's index " \
+          f"has no torch 2.15.0+rocm for a stable ROCm yet (read at {world.amd_index})"
+    for name in ("pytorch", "triton", "aotriton", "torchaudio"):
+        assert found[name]["decision"] == "held" and lag in found[name]["reason"], found[name]
+    assert found["rocm-sdk"]["decision"] == "current"
+    conch = found["conch-triton-kernels"]
+    assert conch["decision"] == "held", conch
+    assert "vllm-0.33.1.tar.gz requirements/rocm.txt requires conch-triton-kernels==1.2.1" in conch["reason"]
+
+
+def test_amd_lagging_holds_the_group_when_no_older_vllm_fits(world, workspace, capsys):
+    """No vLLM between: the group is held naming AMD's index, and so is a repack only vLLM 0.34.0 would take."""
+    world.torch_215(amd_ships=False, vllm_rocm_requires=("conch-triton-kernels==1.3",))
+    world.pypi("conch-triton-kernels", "1.3", [])
+    code, out, _ = bump(capsys, world, workspace, "--json")
+    found = rows(out)
+    assert code == 0
+    for name in ("vllm", "pytorch", "triton", "aotriton", "torchvision", "torchaudio"):
+        assert found[name]["decision"] == "held", found[name]
+        assert f"AMD's index has no torch 2.15.0+rocm for a stable ROCm yet (read at {world.amd_index})" in found[name]["reason"]
+    assert found["conch-triton-kernels"]["decision"] == "held"
+    assert "vllm-0.33.0.tar.gz requirements/rocm.txt requires conch-triton-kernels==1.2.1" in found["conch-triton-kernels"]["reason"]
+
+
+def test_a_held_rocm_holds_the_group_not_unknown(world, workspace, capsys):
+    world.torch_215()
+    hold(workspace, "rocm_sdk_version", "10.1.0", "gfx1151 regressed on 10.2")
+    code, out, _ = bump(capsys, world, workspace, "--json")
+    found = rows(out)
+    assert code == 0
+    assert found["rocm-sdk"]["decision"] == "held" and found["rocm-sdk"]["reason"].startswith("hold: gfx1151 regressed on 10.2")
+    for name in ("vllm", "pytorch", "triton", "aotriton", "torchvision", "torchaudio", "pytorch-amd"):
+        assert found[name]["decision"] == "held", found[name]
+    assert "AMD's index has no torch 2.15.0+rocm for a stable ROCm it may take (rocm_sdk_version: hold: gfx1151 " \
+           "regressed on 10.2)" in found["pytorch"]["reason"]
+
+
+def test_an_unreachable_newer_vllm_is_unknown_not_a_refusal(world, workspace, capsys):
+    world.torch_215(vllm_rocm_requires=("conch-triton-kernels==1.3",))
+    world.pypi("conch-triton-kernels", "1.3", [])
+    dead = f"http://127.0.0.1:{closed_port()}/files/"
+
+    def unreachable(version: str) -> None:
+        document = world.json["/pypi/vllm/json"]
+        for entry in document["releases"][version]:
+            entry["url"] = dead + entry["filename"]
+        world.files["/pypi/vllm/json"] = json.dumps(document).encode()
+
+    unreachable("0.34.0")
+    code, out, _ = bump(capsys, world, workspace, "--json")
+    found = rows(out)
+    assert code == 3
+    assert found["vllm"]["decision"] == "unknown" and "vllm 0.34.0's requirements could not be read: cannot reach " \
+        f"{dead}vllm-0.34.0-py3-none-any.whl" in found["vllm"]["reason"]
+    for name in TORCH_GROUP_215:
+        assert found[name]["decision"] == "unknown" and "vllm 0.34.0's requirements could not be read" in found[name]["reason"]
+    # the result pins vLLM 0.33.0: the repacks stay within what it requires
+    assert found["conch-triton-kernels"]["decision"] == "held"
+
+    unreachable("0.33.0")  # no vLLM's metadata can be read: the repacks vLLM would constrain are unknown
+    code, out, _ = bump(capsys, world, workspace, "--json")
+    conch = rows(out)["conch-triton-kernels"]
+    assert code == 3 and conch["decision"] == "unknown" and "what vLLM requires of conch-triton-kernels could not be read" \
+        in conch["reason"], conch
+
+
+def test_a_vllm_move_that_cannot_be_read_whole_writes_nothing_of_the_group(world, workspace, capsys):
+    """vLLM 0.33.1 (same torch) whose Dockerfile.rocm no longer names its triton_kernels commit as we read it,
+    next to a torchvision that could move: neither vLLM's version nor its checksum is written without it."""
+    world.pypi("vllm", "0.33.1", ["torch==2.14.0"], rocm_requires=["conch-triton-kernels==1.2.1"], torch_rocm="2.14.0",
+               kernels_arg="TRITON_KERNELS_REF")
+    world.pypi("torchvision", "0.29.2", ["torch==2.14.1"])
+    world.archive("pytorch/vision/archive/refs/tags/v0.29.2.tar.gz", "vision 0.29.2")
+    before = snapshot(workspace)
+    code, out, _ = bump(capsys, world, workspace, "--json", "--write")
+    found = rows(out)
+    assert code == 3
+    assert found["vllm"]["decision"] == "unknown" and "docker/Dockerfile.rocm has no match" in found["vllm"]["reason"]
+    assert found["torchvision"]["decision"] == "held" and found["torchvision"]["files"] == []
+    assert "the torch group moves whole and vllm could not be read" in found["torchvision"]["reason"]
     assert snapshot(workspace) == before
 
 

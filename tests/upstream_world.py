@@ -34,7 +34,7 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMI
            "GIT_COMMITTER_EMAIL": "t@localhost", "PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"}
 PYTHON_TAG = "cp312"
 # the ROCm/triton commit (a key of World.commits) each vLLM sdist's docker/Dockerfile.rocm names
-TRITON_KERNELS = {"0.33.0": "rocm-triton-0.33", "0.34.0": "rocm-triton-0.34"}
+TRITON_KERNELS = {"0.33.0": "rocm-triton-0.33", "0.33.1": "rocm-triton-0.33", "0.34.0": "rocm-triton-0.34"}
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -242,10 +242,12 @@ class World:
         self.rocm("10.1.0", torch="2.14.0", triton="3.8.0+git675c5987", torchvision="0.29.0a0", torchaudio="2.11.0.3")
 
     def pypi(self, name: str, version: str, requires: list[str], json_requires: list[str] | None = None,
-             rocm_requires: list[str] | None = None, padding: int = 0, torch_rocm: str = "") -> None:
+             rocm_requires: list[str] | None = None, padding: int = 0, torch_rocm: str = "",
+             kernels_arg: str = "ROCM_TRITON_KERNELS_COMMIT") -> None:
         """A release with a Linux wheel (its METADATA says `requires`; PyPI's JSON says `json_requires`, by
-        default the same) and an sdist (PKG-INFO and, for vLLM, requirements/rocm.txt and CMakeLists.txt's
-        TORCH_SUPPORTED_VERSION_ROCM `torch_rocm`)."""
+        default the same) and an sdist (PKG-INFO and, for vLLM, requirements/rocm.txt, CMakeLists.txt's
+        TORCH_SUPPORTED_VERSION_ROCM `torch_rocm` and docker/Dockerfile.rocm's triton_kernels commit, as the
+        ARG `kernels_arg`)."""
         document = self.json.setdefault(f"/pypi/{name}/json", {"info": {"name": name}, "releases": {}})
         document["info"].update({"version": version, "requires_dist": json_requires if json_requires is not None else requires})
         underscored = name.replace("-", "_")
@@ -258,7 +260,7 @@ class World:
                         + "".join(f"Requires-Dist: {line}\n" for line in requires),
             "requirements/common.txt": "regex\n",
             "requirements/rocm.txt": "-r common.txt\n" + "".join(f"{line}\n" for line in rocm_requires or []),
-            "docker/Dockerfile.rocm": f"ARG ROCM_TRITON_KERNELS_COMMIT={self.commits.get(TRITON_KERNELS.get(version, ''), '0' * 40)}\n",
+            "docker/Dockerfile.rocm": f"ARG {kernels_arg}={self.commits.get(TRITON_KERNELS.get(version, ''), '0' * 40)}\n",
             **({"CMakeLists.txt": f'set(TORCH_SUPPORTED_VERSION_ROCM "{torch_rocm}")\n'} if torch_rocm else {})})
         self.files[f"/files/{wheel_name}"], self.files[f"/files/{sdist_name}"] = wheel, sdist
         document["releases"][version] = [
@@ -295,11 +297,14 @@ class World:
         self.files[f"/github/{path}"] = data
         return data
 
-    def torch_215(self, vllm_allows: bool = True, json_disagrees: bool = True, vllm_rocm_torch: str = "2.15.0") -> None:
-        """ROCm 10.2 with torch 2.15 on AMD's index, torch 2.15.0 and its companions on PyPI and GitHub, and
-        (vllm_allows) a vLLM 0.34.0 whose wheel METADATA requires torch==2.15.0 (its JSON says 2.14.0) and whose
-        sdist's CMakeLists.txt says TORCH_SUPPORTED_VERSION_ROCM `vllm_rocm_torch`."""
-        self.rocm("10.2.0", torch="2.15.0", triton="3.9.0+gitabcdef12", torchvision="0.30.0a0", torchaudio="2.12.0.1")
+    def torch_215(self, vllm_allows: bool = True, json_disagrees: bool = True, vllm_rocm_torch: str = "2.15.0",
+                  amd_ships: bool = True, vllm_rocm_requires: tuple[str, ...] = ("conch-triton-kernels==1.2.1",)) -> None:
+        """(amd_ships) ROCm 10.2 with torch 2.15 on AMD's index, torch 2.15.0 and its companions on PyPI and
+        GitHub, and (vllm_allows) a vLLM 0.34.0 whose wheel METADATA requires torch==2.15.0 (its JSON says
+        2.14.0), whose sdist's CMakeLists.txt says TORCH_SUPPORTED_VERSION_ROCM `vllm_rocm_torch` and whose
+        requirements/rocm.txt says `vllm_rocm_requires`."""
+        if amd_ships:
+            self.rocm("10.2.0", torch="2.15.0", triton="3.9.0+gitabcdef12", torchvision="0.30.0a0", torchaudio="2.12.0.1")
         self.pypi("torch", "2.15.0", ["triton==3.9.0", "filelock"], json_requires=["triton==3.8.0"])
         self.pypi("triton", "3.9.0", [])
         self.pypi("torchvision", "0.30.0", ["torch==2.15.0"])
@@ -310,7 +315,7 @@ class World:
         if vllm_allows:
             self.pypi("vllm", "0.34.0", ["torch==2.15.0", "torchaudio==2.12.0"],
                       json_requires=["torch==2.14.0"] if json_disagrees else None,
-                      rocm_requires=["conch-triton-kernels==1.2.1"], padding=70000, torch_rocm=vllm_rocm_torch)
+                      rocm_requires=list(vllm_rocm_requires), padding=70000, torch_rocm=vllm_rocm_torch)
 
     def aiter_release(self) -> None:
         """aiter v0.1.21: its setup.py pins flydsl 0.5.0 (on PyPI), its CK submodule moves to CK 1.4."""

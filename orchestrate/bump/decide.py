@@ -24,7 +24,7 @@ from ..contract import FAILED as PATCH_FAILED, check_patch
 from ..errors import UserError
 from ..upstreams import Component, Pins, Upstreams, parse_version
 from ..yaml_files import read_mapping
-from .releases import ReadError, World
+from .releases import Read, ReadError, World
 
 MOVES, CURRENT, HELD, UNKNOWN = "moves", "current", "held", "unknown"
 HOLD = re.compile(r"#\s*hold:\s*(?P<reason>.+?)\s*$")
@@ -164,9 +164,9 @@ class Decider:
             raise UserError(f"{upstreams.path} has no bump: section with groups and read facts for "
                             f"{', '.join(missing) or 'its groups'}: restore it from the project's variants/{upstreams.path.name}")
         self.holds = read_holds(workspace / "variants")
-        self.vllm_requires: tuple[list[str], str] | None = None  # the chosen vLLM's METADATA (torch_group sets it)
-        self.vllm_label = ""
-        self._dependents: list[tuple[list[str], str]] | None = None
+        self.vllm_reads: dict[str, Read] = {}  # vLLM's METADATA by release, as the torch group read it
+        self.vllm_label = ""  # the vLLM the result pins (finish sets it once the torch group is decided)
+        self._dependents: list[tuple[list[str], str]] | ReadError | None = None
 
     # ---- shared helpers ----
 
@@ -208,9 +208,24 @@ class Decider:
         return f"recipes/{recipe}/recipe.yaml"
 
     def finish(self, groups: list[Group]) -> list[Group]:
-        """Every component in no group moves alone; a pin held on purpose says so in its row."""
+        """Every component in no group moves alone, within what the vLLM the result pins requires (the one the
+        torch group moves to, else the pinned one); a PyPI repack that the moved-to vLLM constrains moves with
+        the torch group, so that a hold of the group (at --write too) holds it. A pin held on purpose says so
+        in its row."""
+        torch = next((g for g in groups if g.name == "torch"), None)
+        vllm = next((r for r in torch.rows if r.name == "vllm"), None) if torch else None
+        vllm_moves = vllm is not None and vllm.decision == MOVES
+        self.vllm_label = (vllm.to if vllm_moves else vllm.pinned) if vllm else ""
         grouped = {name for names in self.groups.values() for name in names}
-        groups = groups + [self.alone(c) for c in self.upstreams.components.values() if c.name not in grouped]
+        for component in (c for c in self.upstreams.components.values() if c.name not in grouped):
+            alone = self.alone(component)
+            row = alone.rows[0]
+            if vllm_moves and row.decision == MOVES and self.vllm_spec(component.pypi())[0] is not None:
+                row.reason += f"; moves with vllm {vllm.to}"
+                torch.rows.append(row)
+                torch.edits += alone.edits
+            else:
+                groups = groups + [alone]
         for group in groups:
             for row in group.rows:
                 if row.hold and row.decision in (CURRENT, HELD) and not row.reason.startswith("hold:"):
@@ -353,16 +368,31 @@ class Decider:
     # ---- components in no group: the PyPI repacks, within what vLLM requires ----
 
     def dependents_requirements(self) -> list[tuple[list[str], str]]:
-        """What the chosen vLLM requires: its wheel METADATA and its sdist's ROCm requirement files (a build
-        from the sdist installs those; the CUDA wheel's METADATA does not name them)."""
+        """What the vLLM the result pins requires: its wheel METADATA and its sdist's ROCm requirement files (a
+        build from the sdist installs those; the CUDA wheel's METADATA does not name them)."""
         if self._dependents is None:
-            found = [self.vllm_requires] if self.vllm_requires else []
-            if self.vllm_label:
-                found += [(list(r.value), r.source) for r in
-                          self.world.sdist_requirements(self.component("vllm").pypi(), self.vllm_label,
-                                                        re.compile(self.read["vllm"]["rocm_requirements"]["sdist_files"]))]
-            self._dependents = found
+            project, label = self.component("vllm").pypi(), self.vllm_label
+            try:
+                if label not in self.vllm_reads:
+                    self.vllm_reads[label] = self.world.requirements(project, label)
+                wheel = self.vllm_reads[label]
+                self._dependents = [(list(wheel.value), wheel.source)] + [
+                    (list(r.value), r.source) for r in self.world.sdist_requirements(
+                        project, label, re.compile(self.read["vllm"]["rocm_requirements"]["sdist_files"]))]
+            except ReadError as exc:
+                self._dependents = ReadError(f"vllm {label}: {exc}", exc.unreachable)
+        if isinstance(self._dependents, ReadError):
+            raise self._dependents
         return self._dependents
+
+    def vllm_spec(self, name: str) -> tuple[SpecifierSet | None, str]:
+        """The specifier the pinned-to vLLM puts on a project (None: it names none) and where it says so."""
+        spec, rule = None, ""
+        for requires, source in self.dependents_requirements():
+            found = spec_on(requires, name)
+            if found is not None:
+                spec, rule = found if spec is None else spec & found, f"{source} requires {name}{found}"
+        return spec, rule
 
     def alone(self, component: Component) -> Group:
         row = self.row(component.name, "")
@@ -382,10 +412,7 @@ class Decider:
         spec, rule = None, ""
         if releases and pinned and releases[-1][0] > pinned:
             try:
-                for requires, source in self.dependents_requirements():
-                    found = spec_on(requires, name)
-                    if found is not None:
-                        spec, rule = found if spec is None else spec & found, f"{source} requires {name}{found}"
+                spec, rule = self.vllm_spec(name)
             except ReadError as exc:
                 row.decision, row.reason = UNKNOWN, f"what vLLM requires of {name} could not be read: {exc}"
                 return group

@@ -31,64 +31,76 @@ def decide_torch(d: Decider) -> Group:
     try:
         torch_releases = d.world.releases(torch_name)
         vllm_releases = d.world.releases(d.component("vllm").pypi())
+        held = _held_companions(d, rows)
     except ReadError as exc:
         for row in group.rows:
             row.decision, row.reason = UNKNOWN, str(exc)
         return group
+    try:
+        amd = _amd_releases(d)
+    except ReadError:
+        amd = None  # _prebuilt_path reads it again and says so in its rows
 
-    # vLLM: the newest release (not below the pin) whose torch requirement a torch release meets
+    # vLLM: the newest release (not below the pin) whose torch a torch release meets, that every held pin of the
+    # group admits and AMD's index ships for a stable ROCm (the prebuilt path takes the same torch series)
     candidates = [(v, label) for v, label in vllm_releases if v >= Version(vllm.pinned)]
     if vllm.hold:
         candidates = [c for c in candidates if c[0] == Version(vllm.pinned)]
+    window = candidates[-4:] + [c for c in candidates[:-4] if c[0] == Version(vllm.pinned)]
     refused: list[str] = []
     chosen = None
-    for version, label in reversed(candidates[-4:]):
+    for version, label in sorted(window, reverse=True):
         try:
             requires = d.world.requirements(d.component("vllm").pypi(), label)
         except ReadError as exc:
-            if version == Version(vllm.pinned):
-                vllm.decision, vllm.reason = UNKNOWN, f"vllm {label}'s requirements: {exc}"
-                break
+            if exc.unreachable or version == Version(vllm.pinned):
+                # what vLLM allows decides the whole group: an older vLLM is no answer for one nobody read
+                why = f"vllm {label}'s requirements could not be read: {exc}"
+                for row in group.rows:
+                    row.decision, row.reason = UNKNOWN, why if row is vllm else f"the torch group follows vLLM, and {why}"
+                return group
             refused.append(f"vllm {label}: {exc}")
             continue
+        d.vllm_reads[label] = requires
         spec = spec_on(requires.value, torch_name)
         allowed = [v for v, _ in torch_releases if v >= pinned_torch and admits_series(spec, v)]
         if torch.hold:
             allowed = [v for v in allowed if v == pinned_torch]
         rule = f"vllm {label} requires {torch_name}{spec or ''} ({requires.source})"
+        allowed, blocker = _coherent(d, rows, allowed, held, amd, spec)
         if allowed or version == Version(vllm.pinned):
             chosen = (label, requires, rule, max(allowed) if allowed else pinned_torch)
             break
-        refused.append(rule)
-    if chosen is None:
-        if vllm.decision != UNKNOWN:
-            vllm.decision, vllm.reason = UNKNOWN, "; ".join(refused) or "no vLLM release could be read"
+        refused.append(f"{rule}; {blocker}" if blocker else rule)
+    if chosen is None:  # the pin is no release PyPI lists (or it was yanked)
+        vllm.decision, vllm.reason = UNKNOWN, "; ".join(refused) or f"PyPI lists no vllm release from {vllm.pinned} on"
         for row in group.rows[1:]:
             row.decision, row.reason = HELD, f"vLLM's torch requirement could not be read: {vllm.reason}"
         return group
     vllm_label, vllm_requires, vllm_rule, target = chosen
-    d.vllm_requires, d.vllm_label = (list(vllm_requires.value), vllm_requires.source), vllm_label
     rocm_minimum = None
     if vllm_label != vllm.pinned:
         rocm_minimum, vllm_rule = _rocm_minimum(d, vllm_label, spec_on(vllm_requires.value, torch_name), vllm_rule)
-        vllm.decision, vllm.to = MOVES, vllm_label
-        vllm.notes_url = f"https://github.com/vllm-project/vllm/releases/tag/v{vllm_label}"
-        vllm.reason = f"{vllm_rule}"
-        group.edits.append(Edit("shared", "vllm_version", new=vllm_label))
-        group.edits.append(Edit("literal", d.recipe_file("vllm"), d.pins.primary_source("vllm").pin,
-                                _pypi_sha256(d, "vllm", vllm_label)))
+        # every fact of vLLM's move is read before any of its edits is made: it moves whole or not at all
         try:
             kernels, kernels_source = d.sdist_fact("vllm", "triton_kernels_commit", vllm_label)
         except ReadError as exc:
-            vllm.decision, vllm.to, vllm.reason = UNKNOWN, None, f"vllm {vllm_label}: {exc}"
+            vllm.decision, vllm.reason = UNKNOWN, f"vllm {vllm_label}: {exc}"
         else:
-            vllm.reason += f"; triton_kernels {kernels[:12]} ({kernels_source})"
+            vllm.decision, vllm.to = MOVES, vllm_label
+            vllm.notes_url = f"https://github.com/vllm-project/vllm/releases/tag/v{vllm_label}"
+            vllm.reason = f"{vllm_rule}; triton_kernels {kernels[:12]} ({kernels_source})"
+            group.edits.append(Edit("shared", "vllm_version", new=vllm_label))
+            group.edits.append(Edit("literal", d.recipe_file("vllm"), d.pins.primary_source("vllm").pin,
+                                    _pypi_sha256(d, "vllm", vllm_label)))
             old_kernels = d.pins.git_rev("vllm", "triton")
             if old_kernels and old_kernels != kernels:
                 group.edits.append(Edit("literal", d.recipe_file("vllm"), old_kernels, kernels))
     else:
         vllm.reason = f"newest release {vllm_releases[-1][1]} (PyPI {d.component('vllm').pypi()}); " + \
             (f"{refused[0]}" if refused else vllm_rule)
+        if refused and vllm_releases[-1][0] > Version(vllm.pinned):
+            vllm.decision = HELD
     newest_torch = torch_releases[-1][0]
     blocked_by = refused[0] if refused and newest_torch > target else vllm_rule
 
@@ -97,19 +109,75 @@ def decide_torch(d: Decider) -> Group:
     _prebuilt_path(d, group, rows, vllm_requires, vllm_rule)
 
     unknown = [r for r in group.rows if r.decision == UNKNOWN]
-    core_moves = any(rows[n].decision == MOVES for n in ("pytorch", "rocm-sdk", "pytorch-amd"))
     if rocm_minimum is not None and target < rocm_minimum:
         group.hold_all(f"vllm {vllm_label}'s ROCm build needs torch >= {rocm_minimum} ({vllm_rule}); "
                        f"pytorch can move only to {target}")
     elif target != pinned_torch and torch.decision != MOVES:  # vLLM's choice needs that torch
         group.hold_all(f"the torch group moves whole and pytorch {target} cannot move ({torch.reason})")
-    elif core_moves and unknown:
+    elif unknown:
         group.hold_all(f"the torch group moves whole and {unknown[0].name} could not be read ({unknown[0].reason})")
     elif rows["pytorch"].decision == MOVES and rows["pytorch-amd"].decision != MOVES and \
             series(target) != series(rows["pytorch-amd"].pinned):
         group.hold_all(f"torch {target} needs a ROCm whose torch is {'.'.join(map(str, series(target)))} on AMD's "
                        f"index ({rows['pytorch-amd'].reason or 'none found'})")
     return group
+
+
+def _held_companions(d: Decider, rows: dict) -> list[tuple[object, str]]:
+    """(the torch specifier, why) of each held torchvision/torchaudio pin: the group's torch must be one its
+    pinned release was made with."""
+    torch_name, found = d.component("pytorch").pypi(), []
+    for name in ("torchvision", "torchaudio"):
+        row = rows[name]
+        if not row.hold:
+            continue
+        project = d.component(name).pypi()
+        requires = d.world.requirements(project, row.pinned)
+        spec = spec_on(requires.value, torch_name)
+        if spec is not None:
+            found.append((spec, f"{name} is held ({d.component(name).version_key}: hold: {row.hold}) and "
+                                f"{project} {row.pinned} requires {torch_name}{spec} ({requires.source})"))
+    return found
+
+
+def _coherent(d: Decider, rows: dict, allowed: list[Version], held: list, amd: dict | None, spec) -> tuple[list[Version], str]:
+    """The torch releases of `allowed` every held pin admits and AMD's index ships (its series) for a stable
+    ROCm, and why the newest of `allowed` is not among them ("" when it is)."""
+    why = ""
+    for companion_spec, hold in held:
+        kept = [v for v in allowed if companion_spec.contains(v, prereleases=True)]
+        if allowed and max(allowed) not in kept:
+            why = why or hold
+        allowed = kept
+    if amd is not None:
+        shipped = {series(Version(amd_torch.public)) for _, amd_torch in _amd_fits(d, rows, amd, spec)}
+        kept = [v for v in allowed if series(v) in shipped]
+        if allowed and max(allowed) not in kept and not why:
+            holds = [f"{d.component(n).version_key}: hold: {rows[n].hold}" for n in ("rocm-sdk", "pytorch-amd") if rows[n].hold]
+            why = (f"AMD's index has no {d.amd['pytorch-amd']} {max(allowed)}+rocm for a stable ROCm"
+                   + (f" it may take ({'; '.join(holds)})" if holds else "") + f" yet (read at {d.world.amd_index})")
+        allowed = kept
+    return allowed, why
+
+
+def _amd_releases(d: Decider) -> dict[str, list[Version]]:
+    return {name: d.world.amd_versions(d.amd[name]) for name in PREBUILT_PATH}
+
+
+def _amd_fits(d: Decider, rows: dict, releases: dict, spec) -> list[tuple[Version, Version]]:
+    """(ROCm, its newest torch vLLM's `spec` admits), newest ROCm first: stable ROCm releases not below the
+    pin and torch builds not below the prebuilt pin (only the pins where they are held)."""
+    rocm, torch = rows["rocm-sdk"], rows["pytorch-amd"]
+    stable_rocm = [v for v in releases["rocm-sdk"] if not v.is_prerelease and not v.is_devrelease
+                   and v >= Version(rocm.pinned) and (not rocm.hold or v == Version(rocm.pinned))]
+    found = []
+    for candidate in reversed(stable_rocm):
+        fits = [v for v in releases["pytorch-amd"] if v.local == f"rocm{candidate}" and not v.is_prerelease
+                and admits_series(spec, Version(v.public)) and Version(v.public) >= Version(torch.pinned)
+                and (not torch.hold or Version(v.public) == Version(torch.pinned))]
+        if fits:
+            found.append((candidate, max(fits)))
+    return found
 
 
 def _rocm_minimum(d: Decider, label: str, spec, rule: str) -> tuple[Version | None, str]:
@@ -250,34 +318,30 @@ def _prebuilt_path(d: Decider, group: Group, rows: dict, vllm_requires, rule: st
     torch_name = d.component("pytorch").pypi()
     spec = spec_on(vllm_requires.value, torch_name)
     rocm, torch = rows["rocm-sdk"], rows["pytorch-amd"]
-    projects = {name: d.amd[name] for name in ("rocm-sdk", "pytorch-amd", "triton-amd", "torchvision-amd", "torchaudio-amd")}
+    projects = {name: d.amd[name] for name in PREBUILT_PATH}
     try:
-        releases = {name: d.world.amd_versions(project) for name, project in projects.items()}
+        releases = _amd_releases(d)
     except ReadError as exc:
         for name in PREBUILT_PATH:
             rows[name].decision, rows[name].reason = UNKNOWN, f"AMD's index: {exc}"
         return
+    fits = _amd_fits(d, rows, releases, spec)
+    # the newest stable ROCm whatever holds it back (a held rocm-sdk too): the report says what it ships
     stable_rocm = [v for v in releases["rocm-sdk"] if not v.is_prerelease and not v.is_devrelease
                    and v >= Version(rocm.pinned)]
-    if rocm.hold:
-        stable_rocm = [v for v in stable_rocm if v == Version(rocm.pinned)]
-    chosen = None
-    for candidate in reversed(stable_rocm):
-        fits = [v for v in releases["pytorch-amd"] if v.local == f"rocm{candidate}" and not v.is_prerelease
-                and admits_series(spec, Version(v.public)) and Version(v.public) >= Version(torch.pinned)]
-        if fits:
-            chosen = (candidate, max(fits))
-            break
     newest = stable_rocm[-1] if stable_rocm else None
-    if chosen is None:
-        rocm.decision, rocm.reason = UNKNOWN, f"AMD's index ({d.world.amd_index}) has no stable ROCm with a torch {rule.split(' (')[0]} allows"
+    if not fits:  # the index was read: AMD has not shipped it yet, a decision and not an unknown
+        rocm.decision, rocm.reason = HELD, f"AMD's index ({d.world.amd_index}) has no stable ROCm with a torch " \
+                                           f"{torch_name}{spec or ''} allows yet ({rule})"
         return
-    version, amd_torch = chosen
+    version, amd_torch = fits[0]
     shipped = [str(v) for v in releases["pytorch-amd"] if newest and v.local == f"rocm{newest}"]
     if newest and newest > version:
         why = f"{rule}; AMD's ROCm {newest} ships torch {', '.join(shipped) or 'none'} ({d.world.amd_index})"
-        rocm.decision, rocm.reason = HELD, why
-        torch.decision, torch.reason = HELD, why
+        for row in (rows[n] for n in PREBUILT_PATH):  # each newer build of the newest ROCm waits with it
+            if row is rocm or row is torch or any(_rocm_of(v.local) == str(newest) and v.public != row.pinned
+                                           for v in releases[row.name]):
+                row.decision, row.reason = HELD, why
     else:
         rocm.reason = torch.reason = f"newest stable ROCm on {d.world.amd_index}"
     rocm_label = str(version)
@@ -297,8 +361,9 @@ def _prebuilt_path(d: Decider, group: Group, rows: dict, vllm_requires, rule: st
             row.reason = f"AMD's index {projects[name]} {pick} for ROCm {rocm_label}"
             row.notes_url = f"{d.world.amd_index}{projects[name]}/"
             group.edits.append(Edit("shared", d.component(name).version_key, new=public))
-        elif row.decision == CURRENT:
-            row.reason = f"AMD's index {projects[name]} {pick} is the ROCm {rocm_label} build"
+        elif row.decision in (CURRENT, HELD):
+            row.reason = f"AMD's index {projects[name]} {pick} is the ROCm {rocm_label} build" + \
+                (f"; {row.reason}" if row.decision == HELD else "")
     if rocm_label != rocm.pinned:
         rocm.decision, rocm.to = MOVES, rocm_label
         rocm.reason = f"newest stable ROCm on {d.world.amd_index} whose torch ({picks['pytorch-amd']}) {rule.split(' (')[0]} allows"
