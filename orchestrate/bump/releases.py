@@ -92,15 +92,16 @@ class World:
         wheels.sort(key=lambda f: ("x86_64" not in f["filename"] or "linux" not in f["filename"], f["filename"]))
         if wheels:
             wheel = wheels[0]
-            if wheel.get("core-metadata") or wheel.get("data-dist-info-metadata"):
-                text, how = self.download(wheel["url"] + ".metadata").decode("utf-8", "replace"), "METADATA (PEP 658)"
-            else:
-                try:
+            try:
+                if wheel.get("core-metadata") or wheel.get("data-dist-info-metadata"):
+                    text = package_index.checked_metadata(self.download(wheel["url"] + ".metadata"), wheel["filename"])
+                    how = "METADATA (PEP 658)"
+                else:
                     text, how = package_index.remote_wheel_metadata(wheel["url"], self.timeout), "METADATA (range read)"
-                except web.Unreachable as exc:
-                    raise ReadError(f"cannot reach {wheel['url']} ({exc})", unreachable=True) from None
-                except LookupError as exc:
-                    raise ReadError(str(exc)) from None
+            except web.Unreachable as exc:
+                raise ReadError(f"cannot reach {wheel['url']} ({exc})", unreachable=True) from None
+            except LookupError as exc:
+                raise ReadError(str(exc)) from None
             return Read(_requires_dist(text), f"{wheel['filename']} {how}")
         sdists = [f for f in files if str(f.get("filename", "")).endswith((".tar.gz", ".zip"))]
         if sdists:
