@@ -24,6 +24,7 @@ from . import web
 DEFAULT_TIMEOUT = 20.0
 TAIL_BYTES = 65536  # one range request holds the end-of-central-directory and, mostly, the whole directory
 EOCD, CENTRAL_ENTRY = b"PK\x05\x06", b"PK\x01\x02"
+ZIP64 = 0xFFFFFFFF  # a 32-bit field of the end-of-central-directory that says "read the zip64 record instead"
 METADATA_LIMIT = 1 << 24  # no core metadata comes near 16 MiB: more is a broken or hostile file
 METADATA_MEMBER = re.compile(r"^[^/]+\.dist-info/METADATA$")
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
@@ -168,6 +169,8 @@ def _read_metadata(remote: _RemoteFile) -> bytes:
     if at < 0 or len(tail) < at + 22:
         raise NotAWheel(f"no zip end-of-central-directory in its last {TAIL_BYTES} bytes")
     cd_size, cd_offset = struct.unpack("<II", tail[at + 12:at + 20])
+    if ZIP64 in (cd_size, cd_offset):
+        raise NotAWheel("it is a zip64 archive (over 4 GiB or 65,535 members), which is not read here")
     if cd_offset + cd_size > tail_start + at:
         raise NotAWheel(f"its zip directory ({cd_size} bytes at {cd_offset}) runs past the end-of-central-directory")
     directory = remote.read(cd_offset, cd_size)

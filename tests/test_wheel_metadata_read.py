@@ -139,7 +139,7 @@ def truncated_directory(data: bytes) -> bytes:
     """The end-of-central-directory kept, the directory cut short (a download or a proxy that lost bytes)."""
     eocd = data.rfind(b"PK\x05\x06")
     directory_offset = struct.unpack("<I", data[eocd + 16:eocd + 20])[0]
-    return data[:directory_offset + 60] + data[eocd:]
+    return data[:directory_offset + 20] + data[eocd:]  # its first entry cut short
 
 
 def corrupt_deflate(data: bytes) -> bytes:
