@@ -180,7 +180,7 @@ class World:
         """tag -> commit (annotated tags peeled) of a repository, by `git ls-remote`."""
         if repo not in self._tags:
             try:
-                output = self._git("ls-remote", "--tags", self.repo_url(repo))
+                output = self._git("ls-remote", "--tags", self.repo_url(repo), seconds=self.timeout)
             except ReadError as exc:
                 self._tags[repo] = exc
             else:
@@ -247,13 +247,15 @@ class World:
                 self._git("fetch", "-q", "--tags", self.repo_url(repo), "+refs/heads/*:refs/remotes/origin/*", cwd=local)
         return local
 
-    def _git(self, *args: str, cwd: Path | None = None) -> str:
+    def _git(self, *args: str, cwd: Path | None = None, seconds: float | None = None) -> str:
+        """`git ARGS`; `seconds` it may take (default: six lookups' time, for the fetches of a whole tag)."""
+        seconds = seconds or self.timeout * 6
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
         try:
-            result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=self.timeout * 6,
+            result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=seconds,
                                     env=env)
         except subprocess.TimeoutExpired:
-            raise ReadError(f"git {args[0]} {args[-1]}: no answer in {self.timeout * 6:g} s", unreachable=True) from None
+            raise ReadError(f"git {args[0]} {args[-1]}: no answer in {seconds:g} s", unreachable=True) from None
         except FileNotFoundError:
             raise ReadError("git is not installed: install git to read upstream repositories") from None
         if result.returncode != 0:

@@ -69,7 +69,7 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def running():
     server = Server()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield server
     server.shutdown()
