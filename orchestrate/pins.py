@@ -8,11 +8,9 @@ variants/upstreams.yaml; the pinned versions are read from variants/shared.yaml.
 from __future__ import annotations
 
 import argparse
-import email.parser
 import json
 import os
-import subprocess
-import urllib.parse
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +25,7 @@ from . import web
 from .architectures import ArchitectureTable
 from .errors import UserError
 from .options import ARCH_ENV, Options, existing_folder, find_workspace, seconds
+from .release_files import ReadError, World
 from .sources import ZERO_SHA256, Source
 from .ui import Reporter
 from .yaml_files import read_mapping
@@ -42,8 +41,6 @@ CURRENT, NEWER, AHEAD, NOT_COMPARED, ERROR = "current", "newer available", "ahea
 # States of a coupling row.
 OK, BROKEN, DIFFERS, UNKNOWN, OFFLINE = "ok", "BROKEN", "differs", "unknown", "checked offline"
 JSON_METADATA = "PyPI JSON"
-GIT_UNREACHABLE = ("could not resolve host", "failed to connect", "connection refused", "connection timed out",
-                   "timed out", "network is unreachable", "could not connect", "unable to access")
 
 
 @dataclass
@@ -63,6 +60,7 @@ class Lookup:
     latest_requires: tuple[list[str], str] | None = None  # PyPI: (requires_dist, where from) of the current version
     latest_version: str = ""
     pinned_requires: tuple[list[str], str] | None = None  # the same for the pinned version, when served
+    requires_error: str = ""  # why the pinned version's wheel could not be read, where it could not
     error: str = ""
     unreachable: bool = False
 
@@ -189,106 +187,72 @@ def _series(version: str) -> str:
 
 def look_up(upstreams: Upstreams, pins: Pins, pypi_url: str, git_base: str, timeout: float) -> dict[tuple, Lookup]:
     """Every release source of every component, queried in parallel; keyed by (component, source label)."""
+    world = World(pypi_url, git_base, None, "", timeout)
     jobs = {}
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        for component in upstreams.components.values():
-            pinned = pins.version(component.version_key)
-            for source in component.releases:
-                if source.kind == "pypi":
-                    job = pool.submit(_pypi, source, pinned, pypi_url, timeout)
-                else:
-                    job = pool.submit(_git_tags, source, git_base, timeout)
-                jobs[(component.name, source.label)] = job
-        return {key: job.result() for key, job in jobs.items()}
-
-
-def _pypi(source: ReleaseSource, pinned: str, pypi_url: str, timeout: float) -> Lookup:
-    lookup = Lookup(source)
-    url = f"{pypi_url}/{source.name}/json"
     try:
-        data = web.get_json(url, timeout)
-    except Unreachable as exc:
-        lookup.error, lookup.unreachable = f"cannot reach {url} ({exc})", True
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for component in upstreams.components.values():
+                pinned = pins.version(component.version_key)
+                for source in component.releases:
+                    if source.kind == "pypi":
+                        job = pool.submit(_pypi, world, source, pinned)
+                    else:
+                        job = pool.submit(_git_tags, world, source)
+                    jobs[(component.name, source.label)] = job
+            return {key: job.result() for key, job in jobs.items()}
+    finally:
+        shutil.rmtree(world.cache, ignore_errors=True)
+
+
+def _pypi(world: World, source: ReleaseSource, pinned: str) -> Lookup:
+    lookup = Lookup(source)
+    try:
+        data = world.project(source.name)
+        releases = world.releases(source.name, include_pre=True)
+    except ReadError as exc:
+        lookup.error, lookup.unreachable = str(exc), exc.unreachable
         return lookup
-    except LookupError as exc:
-        lookup.error = str(exc)
-        return lookup
-    releases = data.get("releases") or {}
-    for label, files in releases.items():
-        version = parse_version(label)
-        # a release whose every file is yanked is withdrawn; one with no files has nothing to install
-        if version is None or not files or all(f.get("yanked") for f in files):
-            continue
-        lookup.releases.append(Release(label, version, version.is_prerelease))
+    lookup.releases = [Release(label, version, version.is_prerelease) for version, label in releases]
     info = data.get("info") or {}
     lookup.latest_version = str(info.get("version") or "")
-    pinned_label = next((label for label in releases if parse_version(label) == parse_version(pinned)), pinned)
-    lookup.latest_requires = _requires(releases.get(lookup.latest_version), url, timeout)
-    if lookup.latest_requires is None:
+    pinned_label = next((label for label in data.get("releases") or {} if parse_version(label) == parse_version(pinned)),
+                        pinned)
+    lookup.latest_requires, latest_error = _requires(world, source.name, lookup.latest_version)
+    if lookup.latest_requires is None and not latest_error:  # no wheel to read: the JSON API's, labeled as such
         lookup.latest_requires = (list(info.get("requires_dist") or []), JSON_METADATA)
     if pinned_label == lookup.latest_version:
-        lookup.pinned_requires = lookup.latest_requires
+        lookup.pinned_requires, lookup.requires_error = lookup.latest_requires, latest_error
     else:
-        lookup.pinned_requires = _requires(releases.get(pinned_label), url, timeout)
-    if lookup.pinned_requires is None:
+        lookup.pinned_requires, lookup.requires_error = _requires(world, source.name, pinned_label)
+    if lookup.pinned_requires is None and not lookup.requires_error:
         try:  # the pinned version's own JSON; not every PyPI mirror serves per-version JSON
-            version_info = web.get_json(f"{pypi_url}/{source.name}/{pinned_label}/json", timeout).get("info") or {}
+            version_info = web.get_json(f"{world.pypi_url}/{source.name}/{pinned_label}/json", world.timeout).get("info") or {}
             lookup.pinned_requires = (list(version_info.get("requires_dist") or []), JSON_METADATA)
         except (Unreachable, LookupError):
             lookup.pinned_requires = None
     return lookup
 
 
-def _requires(files: list[dict] | None, json_url: str, timeout: float) -> tuple[list[str], str] | None:
-    """Requires-Dist of a Linux x86_64 wheel of the release, from its own METADATA: the metadata file (PEP 658)
-    where the index serves one, else range requests on the wheel's zip directory. The JSON API's
-    `requires_dist` is one answer per release, and an index gets it wrong (PyPI answers torch==2.13.0 for
-    vLLM 0.33.0, whose wheel METADATA, sdist and CMakeLists.txt say torch==2.14.0)."""
-    wheels = [f for f in files or [] if str(f.get("filename", "")).endswith(".whl") and not f.get("yanked")]
-    wheels.sort(key=lambda f: ("x86_64" not in f["filename"] or "linux" not in f["filename"], f["filename"]))
-    for wheel in wheels[:1]:
-        wheel_url = urllib.parse.urljoin(json_url, str(wheel.get("url", "")))
-        try:
-            if wheel.get("core-metadata") or wheel.get("data-dist-info-metadata"):
-                text = web.get(wheel_url + ".metadata", timeout).body.decode("utf-8", "replace")
-            else:
-                text = package_index.remote_wheel_metadata(wheel_url, timeout)
-        except (Unreachable, LookupError):
-            return None
-        return email.parser.Parser().parsestr(text, headersonly=True).get_all("Requires-Dist") or [], \
-            f"{wheel['filename']} metadata"
-    return None
-
-
-def _git_tags(source: ReleaseSource, git_base: str, timeout: float) -> Lookup:
-    lookup = Lookup(source)
-    url = f"{git_base}/{source.name}"
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
+def _requires(world: World, name: str, label: str) -> tuple[tuple[list[str], str] | None, str]:
+    """((Requires-Dist, where) of a Linux x86_64 wheel of the release, from its own METADATA, or None where
+    the release has no wheel; the read error where its wheel cannot be read). The JSON API's `requires_dist`
+    is one answer per release, and an index gets it wrong (PyPI answers torch==2.13.0 for vLLM 0.33.0, whose
+    wheel METADATA, sdist and CMakeLists.txt say torch==2.14.0)."""
     try:
-        result = subprocess.run(["git", "ls-remote", "--tags", url], capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        lookup.error, lookup.unreachable = f"cannot reach {url} (no answer in {timeout:g} s)", True
+        read = world.wheel_requirements(name, label)
+    except ReadError as exc:
+        return None, str(exc)
+    return (None if read is None else (list(read.value), f"{read.file} metadata")), ""
+
+
+def _git_tags(world: World, source: ReleaseSource) -> Lookup:
+    lookup = Lookup(source)
+    try:
+        tags = world.tags(source.name)
+    except ReadError as exc:
+        lookup.error, lookup.unreachable = str(exc), exc.unreachable
         return lookup
-    except FileNotFoundError:
-        lookup.error = "git is not installed: install git to list tags"
-        return lookup
-    if result.returncode != 0:
-        message = next((line for line in result.stderr.splitlines() if line.strip()), "git ls-remote failed")
-        reason = message.removeprefix("fatal: ").strip()
-        lookup.unreachable = any(word in reason.lower() for word in GIT_UNREACHABLE)
-        lookup.error = f"cannot reach {url} ({reason})" if lookup.unreachable else f"{url}: {reason}"
-        return lookup
-    commits: dict[str, str] = {}
-    for line in result.stdout.splitlines():
-        commit, _, ref = line.partition("\t")
-        if not ref.startswith("refs/tags/"):
-            continue
-        name = ref.removeprefix("refs/tags/")
-        if name.endswith("^{}"):  # an annotated tag, peeled to its commit
-            commits[name[:-3]] = commit
-        else:
-            commits.setdefault(name, commit)
-    for name, commit in commits.items():
+    for name, commit in tags.items():
         parsed = source.version_of_tag(name)
         if parsed:
             lookup.releases.append(Release(name, parsed[0], parsed[1], commit))
@@ -376,7 +340,7 @@ def coupling_row(coupling: Coupling, upstreams: Upstreams, pins: Pins, lookups: 
                                + (", ".join(wanted) if wanted else f"no particular {dependency}") + f" ({where})")
     if lookup.pinned_requires is None:
         row["state"] = UNKNOWN
-        row["detail"] = f"{lookup.source.label} served no metadata for {pinned[first.name]}"
+        row["detail"] = lookup.requires_error or f"{lookup.source.label} served no metadata for {pinned[first.name]}"
         return row
     requires, where = lookup.pinned_requires
     wanted = _requirements_on(requires, dependency)

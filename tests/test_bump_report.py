@@ -9,7 +9,8 @@ import pytest
 
 from orchestrate.bump.prove import Proof
 from orchestrate.bump.report import (DOCS_FILE, END, START, checked_against_upstream, markdown,
-                                     write_checked_against_upstream)
+                                     write_checked_against_upstream, write_report)
+from orchestrate.cli import main
 from orchestrate.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -130,3 +131,25 @@ def test_docs_versions_md_has_the_one_block_the_bump_rewrites(tmp_path):
     page.write_text(real)
     assert write_checked_against_upstream(page, ROWS, "2026-11-30") is True
     assert page.read_text().split(START)[0] == before and page.read_text().split(END)[1] == real.split(END)[1]
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--report", "{tmp}/missing/report.md"], "--report {tmp}/missing/report.md: the folder {tmp}/missing does not "
+                                              "exist: create it (mkdir -p {tmp}/missing)"),
+    (["--report", "{tmp}"], "--report {tmp} is a folder: name a file in it"),
+    (["--docs"], f"--docs: {{tmp}}/{DOCS_FILE} does not exist: run from the workspace, or pass --workspace"),
+])
+def test_a_report_or_docs_that_cannot_be_written_stops_before_anything_is_read_or_written(tmp_path, capsys, flags, named):
+    """Checked first: a --write must not have moved the pins when the report then cannot be written."""
+    (tmp_path / "variants").mkdir()
+    code = main(["pins", "--bump", "--write", "--workspace", str(tmp_path), "--pypi-url", "http://127.0.0.1:9",
+                 *[f.format(tmp=tmp_path) for f in flags]])
+    out, err = capsys.readouterr()
+    assert code != 0 and "Traceback" not in out + err
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {named.format(tmp=tmp_path)}"), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["variants"]
+
+
+def test_a_report_that_fails_to_write_is_one_line_naming_it(tmp_path):
+    with pytest.raises(UserError, match=r"--report: cannot write .*report.md \(.*\): fix the path"):
+        write_report(tmp_path / "report.md" / "report.md", "# report\n")  # a file where a folder must be

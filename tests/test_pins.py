@@ -78,6 +78,7 @@ def pypi():
                 "info": {"name": name, "version": release, "requires_dist": requires.get(release)}}
 
     publish.url = f"http://127.0.0.1:{server.server_address[1]}/pypi"
+    publish.documents = server.documents
     yield publish
     server.shutdown()
     server.server_close()
@@ -291,3 +292,17 @@ def test_pins_shows_an_advisory_coupling_without_failing(pypi, tmp_path, capsys)
     code, out, _ = pins(capsys, REPO, "--pypi-url", pypi.url, "--git-base", str(tmp_path / "git"))
     coupling = next(line for line in out.splitlines() if line.startswith("vllm <-> pytorch"))
     assert code == 0 and " differs " in coupling and "needs torch==0.0.1" in coupling and "(advisory)" in coupling
+
+
+def test_pins_names_a_wheel_whose_metadata_does_not_parse_instead_of_guessing(pypi, tmp_path, capsys):
+    """A wheel's metadata that is not core metadata (a proxy's error page, say) is a read error in the
+    coupling's row: neither a traceback nor "needs no particular triton" nor the JSON API's answer."""
+    publish_current_world(pypi, tmp_path / "git")
+    torch, triton = PIN["pytorch_version"], PIN["triton_version"]
+    pypi("torch", [torch], {torch: [f"triton=={triton}"]}, wheel_requires={torch: []})
+    wheel = f"torch-{torch}-cp38-abi3-manylinux_2_28_x86_64.whl"
+    pypi.documents[f"/packages/{wheel}.metadata"] = "<html>502 Bad Gateway</html>"
+    code, out, err = pins(capsys, REPO, "--pypi-url", pypi.url, "--git-base", str(tmp_path / "git"))
+    coupling = next(line for line in out.splitlines() if line.startswith("pytorch <-> triton"))
+    assert "unknown" in coupling and f"{wheel} is not a readable wheel (" in coupling, coupling
+    assert "Traceback" not in err and "PyPI JSON" not in coupling

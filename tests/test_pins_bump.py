@@ -321,6 +321,22 @@ def test_a_vllm_move_that_cannot_be_read_whole_writes_nothing_of_the_group(world
     assert found["vllm"]["decision"] == "unknown" and "docker/Dockerfile.rocm has no match" in found["vllm"]["reason"]
     assert found["torchvision"]["decision"] == "held" and found["torchvision"]["files"] == []
     assert "the torch group moves whole and vllm could not be read" in found["torchvision"]["reason"]
+
+
+def test_a_malformed_wheel_is_an_unknown_row_naming_it_and_the_result_partial(world, workspace, capsys):
+    """A wheel whose zip directory was cut short (a broken upload or a proxy) is read as nothing: vLLM's row
+    says which file could not be read and why, no traceback, nothing written, exit 3."""
+    wheel = "/files/vllm-0.33.0-py3-none-any.whl"
+    data = world.files[wheel]
+    eocd = data.rfind(b"PK\x05\x06")
+    directory = int.from_bytes(data[eocd + 16:eocd + 20], "little")
+    world.files[wheel] = data[:directory + 20] + data[eocd:]  # a directory entry cut short
+    before = snapshot(workspace)
+    code, out, err = bump(capsys, world, workspace, "--json", "--write")
+    vllm = rows(out)["vllm"]
+    assert code == 3 and "Traceback" not in err
+    assert vllm["decision"] == "unknown" and "vllm-0.33.0-py3-none-any.whl is not a readable wheel (its zip directory" \
+        in vllm["reason"], vllm
     assert snapshot(workspace) == before
 
 

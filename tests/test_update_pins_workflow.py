@@ -65,6 +65,17 @@ def test_runs_weekly_and_on_demand_the_bump_the_docs_describe_then_one_pull_requ
         "peter-evans/create-pull-request")
 
 
+
+def test_every_action_of_the_job_is_pinned_by_commit_with_its_release_in_a_comment():
+    """The job can push and open pull requests (contents/pull-requests: write): a moved tag must not change
+    the code it runs, so each action is named by a full commit SHA, and the release it is stays readable."""
+    uses = [s["uses"] for s in steps() if "uses" in s]
+    assert len(uses) >= 3
+    for action in uses:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", action), f"{action} is not pinned by a full commit SHA"
+        line = next(line for line in WORKFLOW.read_text().splitlines() if action in line)
+        assert re.search(r"#\s*v\d+(\.\d+)*\s*$", line), f"{line.strip()}: name the release tag in a comment"
+
 @pytest.fixture
 def repo(tmp_path):
     """A repository with a pin file and docs/versions.md, and a stand-in `orchestrate` that exits $BUMP_EXIT

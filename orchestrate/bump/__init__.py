@@ -60,6 +60,11 @@ def run(args, reporter: Reporter) -> int:
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
     if args.timeout <= 0:
         raise UserError(f"--timeout {args.timeout} must be a positive number of seconds")
+    # before anything is read or written: a report that cannot be written must not follow a --write
+    if args.report:
+        report.check_writable("--report", args.report)
+    if args.docs:
+        report.check_writable("--docs", workspace / report.DOCS_FILE, exists=True)
     world = make_world(args, workspace)
     try:
         upstreams = Upstreams.load(workspace / "variants")
@@ -79,8 +84,8 @@ def run(args, reporter: Reporter) -> int:
         proofs = prove(workspace, Reporter(quiet=True) if args.json else reporter)
     now = datetime.datetime.now(datetime.timezone.utc)
     if args.report:
-        args.report.write_text(report.markdown(rows, proofs, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
-                                               written=args.write))
+        report.write_report(args.report, report.markdown(rows, proofs, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
+                                                         written=args.write))
     if args.docs:
         report.write_checked_against_upstream(workspace / report.DOCS_FILE, rows, now.date().isoformat())
     if args.json:

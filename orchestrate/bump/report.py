@@ -6,7 +6,9 @@ orchestrate.bump.prove's. Both renderings are pure functions of them, so the sam
 """
 from __future__ import annotations
 
+import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import UserError, writing
@@ -102,9 +104,41 @@ def write_checked_against_upstream(path: Path, rows: list[dict], date: str) -> b
     new = checked_against_upstream(rows, date)
     if new == old:
         return False
-    with writing("the checked-against-upstream list in", path):
+    with _cannot_write("--docs", path), writing("the checked-against-upstream list in", path):
         atomic_write(path, f"{text[:start]}{START}\n{new}\n{text[end:]}")
     return True
+
+
+def write_report(path: Path, text: str) -> None:
+    with _cannot_write("--report", path), writing("the report", path):
+        atomic_write(path, text)
+
+
+def check_writable(option: str, path: Path, exists: bool = False) -> None:
+    """One line naming the path and the fix where `path` cannot be written (its folder missing or read-only;
+    with `exists`, the file itself missing), so the run stops before it reads or writes anything."""
+    folder = path.parent
+    if exists and not path.is_file():
+        raise UserError(f"{option}: {path} does not exist: run from the workspace, or pass --workspace")
+    if not folder.is_dir():
+        raise UserError(f"{option} {path}: the folder {folder} does not exist: create it (mkdir -p {folder}) "
+                        "or name a file in an existing folder")
+    if path.is_dir():
+        raise UserError(f"{option} {path} is a folder: name a file in it, e.g. {path / 'pins-report.md'}")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"{option} {path}: not writable by this user: fix its permissions or name another file")
+
+
+@contextmanager
+def _cannot_write(option: str, path: Path):
+    """An error writing the file (other than a full disk: errors.writing words that) as one line."""
+    try:
+        yield
+    except UserError:
+        raise
+    except OSError as exc:
+        raise UserError(f"{option}: cannot write {path} ({exc.strerror or exc}): fix the path or its permissions "
+                        "and run again") from None
 
 
 def _docs_item(row: dict) -> str:
