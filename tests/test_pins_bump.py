@@ -321,6 +321,7 @@ def test_a_vllm_move_that_cannot_be_read_whole_writes_nothing_of_the_group(world
     assert found["vllm"]["decision"] == "unknown" and "docker/Dockerfile.rocm has no match" in found["vllm"]["reason"]
     assert found["torchvision"]["decision"] == "held" and found["torchvision"]["files"] == []
     assert "the torch group moves whole and vllm could not be read" in found["torchvision"]["reason"]
+    assert snapshot(workspace) == before
 
 
 def test_a_malformed_wheel_is_an_unknown_row_naming_it_and_the_result_partial(world, workspace, capsys):
