@@ -3,8 +3,8 @@
 Each group is staged in memory first: every checksum downloaded or read from the index that publishes it,
 the prebuilt lock recomputed from AMD's index. If anything of it fails (a download, a missing checksum, a
 file that no longer holds the old value), the group is held with the reason and none of it is written.
-Files are edited line by line, so their comments stay; each is replaced atomically. A second run finds
-the pins current and changes nothing.
+Files are edited line by line, values only, so their comments stay; the run's files are replaced together
+(`replace_all`: all or none). A second run finds the pins current and changes nothing.
 """
 from __future__ import annotations
 
@@ -112,15 +112,7 @@ def _temporary(path: Path, text: str | None) -> str:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_all({path: text}, last=path)
 
 
 def stale_evidence(workspace: Path, groups: list[Group], recipes: dict[str, str | None]) -> None:
