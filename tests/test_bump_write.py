@@ -107,3 +107,12 @@ def test_prove_without_write_is_a_usage_error(capsys):
     capsys.readouterr()
     assert main(["pins", "--bump", "--prove"]) == 2
     assert capsys.readouterr().err.strip() == "error: --prove proves the set --write writes: add --write"
+
+
+def test_a_failed_proof_of_a_partial_result_exits_1_and_says_both(world, workspace, capsys, monkeypatch):
+    from orchestrate.bump import prove
+    monkeypatch.setenv("ORCHESTRATE_AMD_INDEX", f"http://127.0.0.1:{closed_port()}/")
+    monkeypatch.setattr(prove, "prove", lambda *args, **kwargs: [prove.Proof("fetch", "failed", "a patch no longer applies")])
+    code, out, err = bump(capsys, world, workspace, "--json", "--write", "--prove")
+    assert code == 1 and rows(out)["rocm-sdk"]["decision"] == "unknown"
+    assert err.strip() == "a proof failed, and the result is partial (some upstream could not be read): exit 1"
