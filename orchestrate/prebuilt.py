@@ -240,9 +240,10 @@ class LockResult:
 
 
 def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float = DEFAULT_TIMEOUT,
-         today: str | None = None) -> LockResult:
+         today: str | None = None, read: Any = None) -> LockResult:
     """Read every declared artifact's project page and pin the file the pins name by the index's sha256.
-    `values_for(arch)` gives the shared.yaml values (python, versions) for an architecture."""
+    `values_for(arch)` gives the shared.yaml values (python, versions) for an architecture; `read(project)`,
+    if given, reads a page instead (`pins --bump --write`: the pages its decisions read, and its errors)."""
     today = today or datetime.date.today().isoformat()
     pages: dict[str, list[IndexFile] | None] = {}
     entries: dict[str, Any] = {}
@@ -251,7 +252,7 @@ def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float =
     def page(project: str) -> list[IndexFile] | None:
         if project not in pages:
             try:
-                pages[project] = read_project(prebuilt.index, project, timeout)
+                pages[project] = read(project) if read else read_project(prebuilt.index, project, timeout)
             except web.Unreachable as exc:
                 raise UserError(f"cannot reach {prebuilt.index} ({exc}): check the network or a proxy, then run "
                                 f"`{LOCK_COMMAND}` again")

@@ -107,7 +107,7 @@ def test_the_whole_torch_group_moves_and_write_records_what_it_computed(world, w
         for line in found[name]["evidence"]:
             where, number, comment = line.split(":", 2)
             assert where in found[name]["files"] and comment.strip().startswith("#")
-            assert old in comment or re.search(r"\b[0-9a-f]{8}\b", comment), line  # the version, or the old commit
+            assert old in comment or re.search(r"\b[0-9a-f]{8}([0-9a-f]{32})?\b", comment), line  # the version, or the old commit (short or full)
     evidence = found["pytorch"]["evidence"]
     assert any(line.startswith("variants/shared.yaml:") and "pytorch v2.14.1 release tarball" in line for line in evidence)
     assert any(line.startswith("recipes/pytorch-rocm/recipe.yaml:") and "v2.14.1" in line for line in evidence)

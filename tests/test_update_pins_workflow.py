@@ -178,3 +178,15 @@ def test_the_checkout_list_names_each_recipe_the_contract_tests_read_at_its_pin(
 
 def test_passes_actionlint():
     actionlint(WORKFLOW)
+
+
+def test_a_failed_proof_of_a_partial_result_names_both(repo):
+    """`pins --bump` exits 1 when a proof failed even if the result is also partial; the report says both."""
+    folder, path = repo
+    report = folder.parent / "pins-report.md"
+    for partial in (True, False):
+        report.write_text("# Pins\n\n" + ("**Partial result:** 1 pin could not be decided (below).\n\n" if partial else "")
+                          + "**Do not merge:** 1 proof failed (below).\n")
+        final, _ = run_step(steps()[-1]["run"], folder, folder.parent, {"PATH": path, "BUMP_CODE": "1", "CONTRACT_CODE": "0"})
+        assert final.returncode == 1 and "a proof of the new set failed" in final.stdout
+        assert ("partial result too" in final.stdout) == partial, final.stdout

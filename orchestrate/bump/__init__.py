@@ -4,7 +4,8 @@ written set (prove.py), `--report FILE` writes the pull-request body and `--docs
 docs/versions.md (report.py).
 
 Exit: 0 the result is complete, 3 partial (an upstream could not be read: its rows say `unknown`), 1 a
-proof failed, 2 a usage error.
+proof failed (whether or not the result is also partial: a line on stderr and the report say both), 2 a
+usage error (--prove without --write among them: it proves the written set).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the newest coherent set of pins: one row per pin (moves / current / held / unknown)")
     parser.add_argument("--write", action="store_true", help="with --bump: apply the moves to the files they live in")
     parser.add_argument("--prove", action="store_true",
-                        help="with --bump: prove the set (fetch, plan for every architecture, solve, contract tests)")
+                        help="with --bump --write: prove the written set (fetch, plan for every architecture, solve, contract tests)")
     parser.add_argument("--report", type=Path, metavar="FILE", help="with --bump: write the Markdown report (a PR body)")
     parser.add_argument("--docs", action="store_true",
                         help=f"with --bump: rewrite the dated 'Checked against upstream' list in {report.DOCS_FILE}")
@@ -53,6 +54,8 @@ def wanted(args) -> bool:
         raise UserError(f"{' and '.join(extras)} work with --bump only: add --bump")
     if args.bump and args.lock:
         raise UserError("--bump and --lock exclude each other (--bump --write relocks what it moves): pass one")
+    if args.prove and not args.write:  # else it would prove the current pins under a report of moves
+        raise UserError("--prove proves the set --write writes: add --write")
     return args.bump
 
 
@@ -94,9 +97,12 @@ def run(args, reporter: Reporter) -> int:
         show(groups, rows, reporter, args.write)
         for proof in proofs:
             reporter.line(f"proof {proof.name}: {proof.status}: {proof.detail}")
+    partial = any(r["decision"] == UNKNOWN for r in rows)
     if any(p.status == "failed" for p in proofs):
+        if partial:  # the exit code says the proof; this line (and the report) says both
+            reporter.error("a proof failed, and the result is partial (some upstream could not be read): exit 1")
         return PROOF_FAILED
-    return PARTIAL if any(r["decision"] == UNKNOWN for r in rows) else 0
+    return PARTIAL if partial else 0
 
 
 def make_world(args, workspace: Path) -> World:

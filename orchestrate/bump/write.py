@@ -3,8 +3,8 @@
 Each group is staged in memory first: every checksum downloaded or read from the index that publishes it,
 the prebuilt lock recomputed from AMD's index. If anything of it fails (a download, a missing checksum, a
 file that no longer holds the old value), the group is held with the reason and none of it is written.
-Files are edited line by line, so their comments stay; each is replaced atomically. A second run finds
-the pins current and changes nothing.
+Files are edited line by line, values only, so their comments stay; the run's files are replaced together
+(`replace_all`: all or none). A second run finds the pins current and changes nothing.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import datetime
 import hashlib
 import os
 import re
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from .. import prebuilt as amd
+from .. import package_index, stops
 from ..architectures import ArchitectureTable
 from ..errors import UserError
 from ..pypi import choose_file, entry_for, with_entry
@@ -58,24 +60,59 @@ def apply(workspace: Path, groups: list[Group], world: World) -> list[Path]:
         texts = staged
         for row in group.moving():
             row.files = changed
-    written = []
-    for path, text in texts.items():
-        if text != originals[path]:
-            atomic_write(path, text)
-            written.append(path)
-    return written
+    changed = {path: text for path, text in texts.items() if text != originals[path]}
+    replace_all(changed, last=workspace / "variants" / "shared.yaml")
+    return list(changed)
+
+
+def replace_all(texts: dict[Path, str], last: Path) -> None:
+    """Write every file of a run, or none: all temporary files first (a full disk or a Ctrl-C there changes
+    nothing), then one tight loop of renames inside a critical zone (a stop waits for its end), and any
+    failure of a rename puts back every file already replaced. `last` goes last: variants/shared.yaml is
+    what the next run's decisions read, so a run that dies anyway leaves it naming the old pins."""
+    order = sorted(texts, key=lambda path: path == last)
+    temporary: dict[Path, str] = {}
+    backups: dict[Path, str] = {}
+    replaced: list[Path] = []
+    try:
+        for path in order:
+            temporary[path] = _temporary(path, texts[path])
+            if path.exists():  # a copy of the original beside it: putting it back is a rename, never a write
+                backups[path] = _temporary(path, None)
+                shutil.copy2(path, backups[path])
+        with stops.zone(stops.CRITICAL):
+            try:
+                for path in order:
+                    os.replace(temporary[path], path)
+                    replaced.append(path)
+            except BaseException:
+                for path in reversed(replaced):
+                    if path in backups:
+                        os.replace(backups.pop(path), path)
+                    else:
+                        path.unlink()
+                raise
+    finally:
+        for name in [*temporary.values(), *backups.values()]:
+            Path(name).unlink(missing_ok=True)
+
+
+def _temporary(path: Path, text: str | None) -> str:
+    """A new file beside `path` (same folder, so a rename replaces it atomically) with `text` and path's mode."""
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w") as out:
+            if text is not None:
+                out.write(text)
+        os.chmod(name, path.stat().st_mode & 0o777 if path.exists() else 0o644)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return name
 
 
 def atomic_write(path: Path, text: str) -> None:
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_all({path: text}, last=path)
 
 
 def stale_evidence(workspace: Path, groups: list[Group], recipes: dict[str, str | None]) -> None:
@@ -109,20 +146,43 @@ def _edited(staged: dict[Path, str], path: Path, edit: Edit, workspace: Path, wo
     if edit.kind == "shared":
         return shared_pin(text, edit.target, str(edit.new), path)
     if edit.kind == "literal":
-        if not edit.old or edit.old not in text:
-            raise NotWritten(f"{path.relative_to(workspace)} does not hold {edit.old[:16] or 'the old pin'}: "
+        where = path.relative_to(workspace)
+        if not edit.old.strip() or edit.old != edit.old.strip() or edit.old.endswith((":", "=")):
+            # the old text is built from what was read (`aiter_tag: {tag}`): a part that could not be read
+            # leaves it open-ended, and it would then match the start of any value (`aiter_tag: NEWv0.1.11`)
+            raise NotWritten(f"{where}: the old value {edit.old!r} has an empty part (it could not be read): "
                              "move it by hand")
         new = edit.new
         if isinstance(new, Download):
             if not new.url:
                 raise NotWritten("the index publishes no sha256 for the new source (a checksum is missing)")
             new = world.sha256_of(new.url)
-        return text.replace(edit.old, str(new))
+        edited = _values_replaced(text, edit.old, str(new))
+        if edited is None:
+            raise NotWritten(f"{where} does not hold {edit.old[:16]}: move it by hand")
+        return edited
     if edit.kind == "pypi":
         return _pypi_entry(text, edit.target, str(edit.new), workspace, world)
     if edit.kind == "lock":
         return _lock(staged, workspace, world)
     raise ValueError(edit.kind)
+
+
+def _values_replaced(text: str, old: str, new: str) -> str | None:
+    """`old` -> `new` where it is a whole value of a line, never in a comment (None: nowhere). Comments keep
+    the old pin because they are its evidence: `stale_evidence` lists them for the reviewer to rewrite, and
+    a comment rewritten to a new commit or checksum would claim evidence nobody read."""
+    value_char = re.compile(r"\w")
+    whole = re.compile((r"(?<!\w)" if value_char.match(old[0]) else "") + re.escape(old) +
+                       (r"(?!\w)" if value_char.match(old[-1]) else ""))
+    lines, found = text.splitlines(keepends=True), False
+    for number, line in enumerate(lines):
+        comment = re.search(r"(?:^|\s)#", line)
+        end = comment.start() if comment else len(line)
+        value, count = whole.subn(lambda _: new, line[:end])
+        if count:
+            lines[number], found = value + line[end:], True
+    return "".join(lines) if found else None
 
 
 def shared_pin(text: str, key: str, value: str, path: Path) -> str:
@@ -174,12 +234,17 @@ def _lock(staged: dict[Path, str], workspace: Path, world: World) -> str:
         prebuilt = amd.Prebuilt.load(scratch)
         if prebuilt is None:
             raise NotWritten(f"variants/{amd.PREBUILT_FILE} does not exist")
+        # the index the decisions read ($ORCHESTRATE_AMD_INDEX first), through the pages they already read;
+        # the lock names it, so a lock read from another index than prebuilt.yaml's is not used by builds
+        prebuilt.index = package_index.with_slash(world.amd_index)
         table = ArchitectureTable.load(variants)
         shared = yaml.safe_load(staged.get(variants / "shared.yaml", (variants / "shared.yaml").read_text())) or {}
         try:
             result = amd.lock(prebuilt, table.names(), lambda arch: {**shared, **table.get(arch).variant_keys()},
-                              world.timeout)
-        except UserError as exc:  # the index could not be read
+                              world.timeout, read=world.amd_files)
+        except ReadError as exc:  # an unreachable index stays unreachable: apply() makes the group unknown
+            raise ReadError(f"the prebuilt lock could not be written: {exc}", exc.unreachable) from None
+        except UserError as exc:
             raise NotWritten(f"the prebuilt lock could not be written: {exc}") from None
         if result.problems:
             raise NotWritten(f"the prebuilt lock could not be written: {result.problems[0]}")
