@@ -31,7 +31,7 @@ LAYERS = {
     "share.consumer": COMMANDS, "share.verify": COMMANDS,
     "share.page": COMMANDS, "share.page.model": COMMANDS, "share.page.render": COMMANDS, "share.page.plot": COMMANDS,
     "share.page.command": COMMANDS,
-    "bump": COMMANDS, "bump.releases": COMMANDS, "bump.decide": COMMANDS, "bump.torch_group": COMMANDS,
+    "bump": COMMANDS, "bump.decide": COMMANDS, "bump.torch_group": COMMANDS,
     "bump.write": COMMANDS, "bump.prove": COMMANDS, "bump.report": COMMANDS,
     "share.channel_page": COMMANDS,
     # Work: build one package, keep the channel, explain a failure, store a shared channel

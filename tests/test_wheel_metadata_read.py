@@ -1,5 +1,5 @@
 """Reading a release's requirements from its wheel without downloading it (orchestrate/package_index.py
-remote_wheel_metadata, through orchestrate/bump/releases.py World.requirements), against a tiny loopback
+remote_wheel_metadata, through orchestrate/release_files.py World.requirements), against a tiny loopback
 server that records every request and can refuse Range: the PEP 658 `.metadata` file first, else range
 requests (a second one where the zip directory starts before the last 64 KiB), else, from a server without
 Range support, one download of the whole file. A malformed wheel is a read error naming the file, never a
@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from orchestrate import package_index
-from orchestrate.bump.releases import ReadError, World
+from orchestrate.release_files import ReadError, World
 
 NAME = "vllm-0.34.0-py3-none-any.whl"
 METADATA = "Metadata-Version: 2.1\nName: vllm\nVersion: 0.34.0\nRequires-Dist: torch==2.15.0\nRequires-Dist: regex\n"

@@ -25,7 +25,7 @@ from ..ui import Reporter
 from ..upstreams import Upstreams, read_pins
 from . import report, write
 from .decide import MOVES, UNKNOWN, Decider, Group
-from .releases import DEFAULT_RAW_BASE, RAW_BASE_ENV, World
+from ..release_files import DEFAULT_RAW_BASE, RAW_BASE_ENV, World
 from .torch_group import decide_torch
 
 PARTIAL, PROOF_FAILED = 3, 1

@@ -24,7 +24,7 @@ from ..contract import FAILED as PATCH_FAILED, check_patch
 from ..errors import UserError
 from ..upstreams import Component, Pins, Upstreams, parse_version
 from ..yaml_files import read_mapping
-from .releases import Read, ReadError, World
+from ..release_files import Read, ReadError, World
 
 MOVES, CURRENT, HELD, UNKNOWN = "moves", "current", "held", "unknown"
 HOLD = re.compile(r"#\s*hold:\s*(?P<reason>.+?)\s*$")

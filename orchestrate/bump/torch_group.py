@@ -13,7 +13,7 @@ import re
 from packaging.version import InvalidVersion, Version
 
 from .decide import CURRENT, HELD, MOVES, UNKNOWN, Decider, Download, Edit, Group, admits_series, series, spec_on
-from .releases import ReadError
+from ..release_files import ReadError
 
 NAMES = ("vllm", "pytorch", "triton", "aotriton", "torchvision", "torchaudio", "rocm-sdk", "pytorch-amd",
          "triton-amd", "torchvision-amd", "torchaudio-amd")

@@ -26,7 +26,7 @@ from ..errors import UserError
 from ..pypi import choose_file, entry_for, with_entry
 from ..pypi_table import SHA256, load_table
 from .decide import HELD, UNKNOWN, Download, Edit, Group
-from .releases import ReadError, World
+from ..release_files import ReadError, World
 
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
