@@ -1,5 +1,5 @@
 """The newest coherent set of pins: for each coupled group (variants/upstreams.yaml `bump.groups`) the newest
-releases every coupling allows, read from the releases' own files (releases.py), as one row per pin and
+releases every coupling allows, read from the releases' own files (release_files.py), as one row per pin and
 the edits that would move them (write.py applies those).
 
 The couplings: vLLM's release metadata names the torch it allows (its ROCm build takes that as the series:
