@@ -187,6 +187,25 @@ def test_a_publish_with_nothing_new_writes_the_page_of_a_channel_that_has_none(t
     assert json.loads((older / "channel-page.json").read_text())["channel_url"] == older.as_uri()
 
 
+def test_a_publish_with_nothing_new_writes_again_a_page_stopped_before_it_named_the_newest_package(team, tmp_path):
+    """A publish stopped after indexing and before the page leaves a page without its packages: the next one,
+    with nothing to place, sees that the page's data does not name what the index lists, and writes it."""
+    machines, shared = team
+    stopped = tmp_path / "team"
+    shutil.copytree(shared, stopped)
+    data = json.loads((stopped / "channel-page.json").read_text())
+    gfx942 = next(arch for arch in data["architectures"] if arch["name"] == "gfx942")
+    gfx942["packages"] = gfx942["packages"][1:]  # the page as it was before the stopped publish's last package
+    (stopped / "channel-page.json").write_text(json.dumps(data))
+    workspace, channel, _ = machines["gfx942"]
+    again = orchestrate("publish", "--workspace", str(workspace), "--channel", str(channel), "--to", stopped.as_uri())
+    assert again.returncode == 0, again.stderr
+    assert "nothing to publish" in again.stdout
+    assert json.loads((stopped / "channel-page.json").read_text()) != data
+    assert json.loads((shared / "channel-page.json").read_text())["architectures"] == \
+        json.loads((stopped / "channel-page.json").read_text())["architectures"]
+
+
 def test_recovery_removes_bench_and_page_copies_a_killed_local_write_left_staged(team, tmp_path):
     from orchestrate.channel import Channel
 

@@ -9,6 +9,7 @@ S3 PUT), so a killed command leaves the previous page or the new one, never half
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Callable
@@ -89,6 +90,23 @@ def local_page_stale(channel_path: Path) -> bool:
         except OSError:
             continue  # not there: nothing the page could be older than
     return False
+
+
+def published_page_current(store: Store, listed: dict[str, dict]) -> bool:
+    """Whether the shared channel's page is there and its data names exactly the packages the index lists
+    (`listed`: lookup.read_index's keys). A publish stopped after indexing and before the page leaves one that
+    does not; the next publish, with nothing to place, sees it here (a store has no cheap modification time to
+    compare, as the local channel's page has)."""
+    raw = store.read(PAGE_FILES[0])
+    if raw is None or store.size(PAGE_FILES[1]) is None:
+        return False
+    try:
+        data = json.loads(raw)
+        rows = [row for arch in data.get("architectures") or [] for row in arch.get("packages") or []]
+        named = {row["file"] for row in rows + list(data.get("noarch") or [])}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return False  # a page whose data we cannot read is made again
+    return named == set(listed)
 
 
 def write_published_page(store: Store, variants_dir: Path, config: dict, warn: Callable[[str], None], *,

@@ -25,7 +25,7 @@ from ..errors import UserError
 from ..options import Options, load_config
 from ..ui import Reporter
 from .bench import Bench, encode_record, parse_record, recorded_in, sha256_bytes
-from .channel_page import PAGE_FILES, write_published_page
+from .channel_page import published_page_current, write_published_page
 from .lookup import (Lookup, encode_entry, encode_manifest, entry_path, json_object, parse_entry, parse_manifest,
                      read_entry, read_index, read_lookup)
 from .page.model import unreadable
@@ -189,7 +189,8 @@ def _publish_to_store(channel: Channel, entries: list[ManifestEntry], benches: d
     listed, damaged_index = read_index(store)
     lookup = read_lookup(store)
     if not damaged_index and _complete(entries, channel, store, listed, lookup) and _benches_complete(benches, store):
-        if any(store.size(name) is None for name in PAGE_FILES):  # a channel published before pages existed
+        # a channel published before pages existed, or by a publish stopped between its index and its page
+        if not published_page_current(store, listed):
             with store.exclusive("orchestrate publish: the channel page", reporter.info):
                 write_page()
         reporter.line(f"nothing to publish: all {len(entries)} package(s) are already at {store.url}")
