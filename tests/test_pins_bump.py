@@ -213,6 +213,38 @@ def test_a_new_aotriton_ci_commit_under_the_same_label_moves_the_recipe_and_is_p
     assert 'aotriton_version: ["0.13b"]' in (workspace / "variants" / "shared.yaml").read_text()
 
 
+def test_a_bump_section_lacking_a_key_is_one_line_naming_it(world, workspace, capsys):
+    upstreams = workspace / "variants" / "upstreams.yaml"
+    upstreams.write_text(upstreams.read_text().replace("    torchaudio-amd: torchaudio\n", ""))
+    code, out, err = bump(capsys, world, workspace, "--json")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.strip() == f"error: {upstreams} lacks bump.amd.torchaudio-amd: restore it from the project's " \
+                          "variants/upstreams.yaml"
+
+
+def test_only_what_counts_is_read_a_dev_build_a_test_requirement_an_ungrouped_component(world, workspace, capsys):
+    """A dev build on AMD's index is no release (its a0 pre-releases are); vLLM's rocm-test.txt is not what its
+    ROCm build installs; a component in no bump group that is no PyPI repack is unknown, not a mangled edit."""
+    world.amd_file("torchvision", "torchvision-0.30.0.dev20261101+rocm10.1.0-cp312-cp312-linux_x86_64.whl")
+    world.pypi("vllm", "0.33.0", ["torch==2.14.0", "torchaudio==2.11.0"], rocm_requires=["conch-triton-kernels==1.2.1"],
+               torch_rocm="2.14.0", sdist_files={"requirements/rocm-test.txt": "xgrammar==0.2.8\n"})
+    world.pypi("xgrammar", "0.2.9", [])
+    world.pypi("flydsl", "0.4.0", ["numpy"])
+    upstreams = workspace / "variants" / "upstreams.yaml"
+    component = "  flydsl:\n    version: flydsl_version\n"
+    assert component in upstreams.read_text()
+    upstreams.write_text(upstreams.read_text().replace(
+        component, "  flydsl-source:\n    version: flydsl_version\n    recipe: null\n    releases:\n"
+                   "      - pypi: flydsl\n" + component))
+    code, out, err = bump(capsys, world, workspace, "--json")
+    found = rows(out)
+    assert found["torchvision-amd"]["decision"] == "current" and found["torchvision-amd"]["to"] is None
+    assert found["xgrammar"]["decision"] == "moves" and found["xgrammar"]["to"] == "0.2.9", found["xgrammar"]
+    assert found["flydsl-source"]["decision"] == "unknown"
+    assert found["flydsl-source"]["reason"].startswith("not in a bump group (flydsl_version is no pypi.yaml: entry)")
+    assert code == 3 and "Traceback" not in err
+
+
 def test_a_flash_attn_commit_that_breaks_our_patch_holds_its_group(world, workspace, capsys):
     world.pypi("flash-attn", "2.9.0", ["torch"])
     before = snapshot(workspace)

@@ -351,9 +351,11 @@ def _prebuilt_path(d: Decider, group: Group, rows: dict, vllm_requires, rule: st
     rocm_label = str(version)
     picks = {"pytorch-amd": Version(amd_torch.public)}
     for name in ("triton-amd", "torchvision-amd", "torchaudio-amd"):
-        mine = [v for v in releases[name] if _rocm_of(v.local) == rocm_label]
+        # dev builds are no release; a pre-release label is (AMD's torchvision is 0.29.0a0)
+        mine = [v for v in releases[name] if _rocm_of(v.local) == rocm_label and not v.is_devrelease]
         if not mine:
-            rows[name].decision, rows[name].reason = UNKNOWN, f"AMD's index has no {projects[name]} for ROCm {rocm_label}"
+            rows[name].decision, rows[name].reason = UNKNOWN, f"AMD's index has no {projects[name]} release " \
+                                                              f"(dev builds aside) for ROCm {rocm_label}"
             continue
         picks[name] = max(mine)
     moves = rocm_label != rocm.pinned or str(picks["pytorch-amd"]) != torch.pinned
