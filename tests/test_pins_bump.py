@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from orchestrate.cli import main
-from upstream_world import ARCHS, World, bump_workspace, sha256, snapshot, stand_in_channel
+from upstream_world import ARCHS, REPO, World, bump_workspace, git, preimage, sha256, snapshot, stand_in_channel
 
 TORCH_GROUP_215 = {"vllm": ("0.33.0", "0.34.0"), "pytorch": ("2.14.1", "2.15.0"), "triton": ("3.8.0", "3.9.0"),
                    "aotriton": ("0.13b", "0.14b"), "torchvision": ("0.29.1", "0.30.0"),
@@ -179,6 +179,70 @@ def test_vllms_rocm_torch_minimum_from_its_sdist_shows_a_disagreement_and_holds_
         assert found[name]["decision"] == "held", found[name]
         assert "vllm 0.34.0's ROCm build needs torch >= 2.16.0" in found[name]["reason"] and disagreement in found[name]["reason"]
     assert code == 0
+
+
+def test_a_new_aotriton_ci_commit_under_the_same_label_moves_the_recipe_and_is_patch_checked(world, workspace, capsys):
+    """PyTorch moves __AOTRITON_CI_COMMIT without renaming __AOTRITON_VER: the commit moves (patch-checked), and
+    a CI commit that is no tag's commit is pinned as PyTorch builds it, saying so (not unknown)."""
+    world.torch_215()
+    gfx908 = preimage((REPO / "patches" / "aotriton" / "0001-gfx908-experimental-target.patch").read_text())
+    good = world._commit("ROCm/aotriton", {"README": "a CI commit past 0.14b\n"})
+    bad = world._commit("ROCm/aotriton", {path: "# rewritten upstream\n" for path in gfx908})
+    pytorch, tagged = world.git_base / "pytorch" / "pytorch", world.commits["pytorch-v2.15.0"]
+    cmake = '  set(__AOTRITON_VER "0.13b")\n  set(__AOTRITON_CI_COMMIT "{}")\n'
+    try:
+        for commit in (bad, good):
+            retagged = world._commit("pytorch/pytorch", {"cmake/External/aotriton.cmake": cmake.format(commit)})
+            git("tag", "-f", "-a", "-m", "v2.15.0", "v2.15.0", retagged, cwd=pytorch)
+            code, out, err = bump(capsys, world, workspace, "--json", *(["--write"] if commit == good else []))
+            found = rows(out)
+            if commit == bad:
+                assert found["aotriton"]["decision"] == "held" and found["pytorch"]["decision"] == "held"
+                assert "patch 0001-gfx908-experimental-target.patch no longer applies to aotriton 0.13b" in \
+                    found["aotriton"]["reason"], found["aotriton"]
+    finally:
+        git("tag", "-f", "-a", "-m", "v2.15.0", "v2.15.0", tagged, cwd=pytorch)
+    aotriton = found["aotriton"]
+    assert code == 0 and aotriton["decision"] == "moves" and found["pytorch"]["decision"] == "moves", aotriton
+    assert f"commit {world.commits['aotriton-0.13b'][:12]} → {good[:12]}" in aotriton["reason"]
+    assert f"pinned to that CI commit, as PyTorch builds it (tag 0.13b is {world.commits['aotriton-0.13b'][:12]})" \
+        in aotriton["reason"]
+    context = yaml.safe_load((workspace / "recipes" / "aotriton" / "recipe.yaml").read_text())["context"]
+    assert context["aotriton_commit"] == good
+    assert context["aotriton_tree"] == git("rev-parse", f"{good}^{{tree}}", cwd=world.git_base / "ROCm" / "aotriton")
+    assert 'aotriton_version: ["0.13b"]' in (workspace / "variants" / "shared.yaml").read_text()
+
+
+def test_a_bump_section_lacking_a_key_is_one_line_naming_it(world, workspace, capsys):
+    upstreams = workspace / "variants" / "upstreams.yaml"
+    upstreams.write_text(upstreams.read_text().replace("    torchaudio-amd: torchaudio\n", ""))
+    code, out, err = bump(capsys, world, workspace, "--json")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.strip() == f"error: {upstreams} lacks bump.amd.torchaudio-amd: restore it from the project's " \
+                          "variants/upstreams.yaml"
+
+
+def test_only_what_counts_is_read_a_dev_build_a_test_requirement_an_ungrouped_component(world, workspace, capsys):
+    """A dev build on AMD's index is no release (its a0 pre-releases are); vLLM's rocm-test.txt is not what its
+    ROCm build installs; a component in no bump group that is no PyPI repack is unknown, not a mangled edit."""
+    world.amd_file("torchvision", "torchvision-0.30.0.dev20261101+rocm10.1.0-cp312-cp312-linux_x86_64.whl")
+    world.pypi("vllm", "0.33.0", ["torch==2.14.0", "torchaudio==2.11.0"], rocm_requires=["conch-triton-kernels==1.2.1"],
+               torch_rocm="2.14.0", sdist_files={"requirements/rocm-test.txt": "xgrammar==0.2.8\n"})
+    world.pypi("xgrammar", "0.2.9", [])
+    world.pypi("flydsl", "0.4.0", ["numpy"])
+    upstreams = workspace / "variants" / "upstreams.yaml"
+    component = "  flydsl:\n    version: flydsl_version\n"
+    assert component in upstreams.read_text()
+    upstreams.write_text(upstreams.read_text().replace(
+        component, "  flydsl-source:\n    version: flydsl_version\n    recipe: null\n    releases:\n"
+                   "      - pypi: flydsl\n" + component))
+    code, out, err = bump(capsys, world, workspace, "--json")
+    found = rows(out)
+    assert found["torchvision-amd"]["decision"] == "current" and found["torchvision-amd"]["to"] is None
+    assert found["xgrammar"]["decision"] == "moves" and found["xgrammar"]["to"] == "0.2.9", found["xgrammar"]
+    assert found["flydsl-source"]["decision"] == "unknown"
+    assert found["flydsl-source"]["reason"].startswith("not in a bump group (flydsl_version is no pypi.yaml: entry)")
+    assert code == 3 and "Traceback" not in err
 
 
 def test_a_flash_attn_commit_that_breaks_our_patch_holds_its_group(world, workspace, capsys):

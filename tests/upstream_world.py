@@ -243,11 +243,11 @@ class World:
 
     def pypi(self, name: str, version: str, requires: list[str], json_requires: list[str] | None = None,
              rocm_requires: list[str] | None = None, padding: int = 0, torch_rocm: str = "",
-             kernels_arg: str = "ROCM_TRITON_KERNELS_COMMIT") -> None:
+             kernels_arg: str = "ROCM_TRITON_KERNELS_COMMIT", sdist_files: dict[str, str] | None = None) -> None:
         """A release with a Linux wheel (its METADATA says `requires`; PyPI's JSON says `json_requires`, by
         default the same) and an sdist (PKG-INFO and, for vLLM, requirements/rocm.txt, CMakeLists.txt's
         TORCH_SUPPORTED_VERSION_ROCM `torch_rocm` and docker/Dockerfile.rocm's triton_kernels commit, as the
-        ARG `kernels_arg`)."""
+        ARG `kernels_arg`; and any further `sdist_files`)."""
         document = self.json.setdefault(f"/pypi/{name}/json", {"info": {"name": name}, "releases": {}})
         document["info"].update({"version": version, "requires_dist": json_requires if json_requires is not None else requires})
         underscored = name.replace("-", "_")
@@ -261,7 +261,8 @@ class World:
             "requirements/common.txt": "regex\n",
             "requirements/rocm.txt": "-r common.txt\n" + "".join(f"{line}\n" for line in rocm_requires or []),
             "docker/Dockerfile.rocm": f"ARG {kernels_arg}={self.commits.get(TRITON_KERNELS.get(version, ''), '0' * 40)}\n",
-            **({"CMakeLists.txt": f'set(TORCH_SUPPORTED_VERSION_ROCM "{torch_rocm}")\n'} if torch_rocm else {})})
+            **({"CMakeLists.txt": f'set(TORCH_SUPPORTED_VERSION_ROCM "{torch_rocm}")\n'} if torch_rocm else {}),
+            **(sdist_files or {})})
         self.files[f"/files/{wheel_name}"], self.files[f"/files/{sdist_name}"] = wheel, sdist
         document["releases"][version] = [
             {"filename": wheel_name, "url": f"../../files/{wheel_name}", "yanked": False, "digests": {"sha256": sha256(wheel)}},
@@ -270,12 +271,7 @@ class World:
 
     def rocm(self, version: str, torch: str, triton: str, torchvision: str, torchaudio: str) -> None:
         """A ROCm release on AMD's index with its PyTorch set (file names as AMD's index has them)."""
-        def add(project: str, filename: str) -> None:
-            data = make_tarball("rocm", {"README": filename}) if filename.endswith(".tar.gz") else filename.encode()
-            self.amd.setdefault(project, []).append((filename, sha256(data)))
-            self.files[f"/amd-files/{filename}"] = data
-            links = "".join(f'<a href="/amd-files/{name}#sha256={digest}">{name}</a>\n' for name, digest in self.amd[project])
-            self.files[f"/amd/{project}/"] = f"<html><body>\n{links}</body></html>".encode()
+        add = self.amd_file
         add("rocm", f"rocm-{version}.tar.gz")
         for part in ("core", "libraries", "devel"):
             add(f"rocm-sdk-{part}", f"rocm_sdk_{part}-{version}-py3-none-linux_x86_64.whl")
@@ -290,6 +286,14 @@ class World:
             add(f"amd-torchvision-device-{arch}", f"amd_torchvision_device_{arch}-{torchvision}{wheel}")
         for family in sorted(set(FAMILIES.values())):
             add(f"amd-torch-device-{family}", f"amd_torch_device_{family.replace('-', '_')}-{torch}{wheel}")
+
+    def amd_file(self, project: str, filename: str) -> None:
+        """One more file of a project on AMD's index."""
+        data = make_tarball("rocm", {"README": filename}) if filename.endswith(".tar.gz") else filename.encode()
+        self.amd.setdefault(project, []).append((filename, sha256(data)))
+        self.files[f"/amd-files/{filename}"] = data
+        links = "".join(f'<a href="/amd-files/{name}#sha256={digest}">{name}</a>\n' for name, digest in self.amd[project])
+        self.files[f"/amd/{project}/"] = f"<html><body>\n{links}</body></html>".encode()
 
     def archive(self, path: str, content: str) -> bytes:
         """A release archive (GitHub's), served at /github/<path>."""

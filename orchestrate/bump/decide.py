@@ -151,18 +151,44 @@ def pattern_value(text: str, pattern: str, what: str) -> str:
     return match.group(1)
 
 
+# every key of upstreams.yaml's `bump:` section the decisions read, so that a missing one is one line up front
+# (and not a KeyError half-way through a group)
+BUMP_KEYS = {
+    "read.pytorch": ("repo", "tag", "triton_commit", "aotriton_version", "aotriton_commit"),
+    "read.triton": ("repo", "llvm_commit"),
+    "read.aotriton": ("repo", "aiter_tag"),
+    "read.aiter": ("repo", "tag", "flydsl_version", "ck_commit"),
+    "read.flash-attn": ("repo", "tag", "ck_commit"),
+    "read.composable-kernel": ("repo", "version"),
+    "read.vllm": ("rocm_requirements", "triton_kernels_commit", "torch_rocm_minimum"),
+    "read.vllm.rocm_requirements": ("sdist_files",),
+    "amd": ("rocm-sdk", "pytorch-amd", "triton-amd", "torchvision-amd", "torchaudio-amd"),
+}
+
+
+def bump_section(path: Path) -> dict:
+    """upstreams.yaml's `bump:` section, checked whole: one line naming the first key it lacks."""
+    declared = read_mapping(path).get("bump")
+    fix = f"restore it from the project's variants/{path.name}"
+    if not isinstance(declared, dict) or not isinstance(declared.get("groups"), dict) or not declared["groups"]:
+        raise UserError(f"{path} has no bump: section with groups: {fix}")
+    for where, keys in {"": ("read", "amd"), **BUMP_KEYS}.items():
+        mapping: object = declared
+        for part in where.split(".") if where else []:
+            mapping = mapping.get(part) if isinstance(mapping, dict) else None
+        for key in keys:
+            if not isinstance(mapping, dict) or mapping.get(key) in (None, "", {}):
+                raise UserError(f"{path} lacks bump.{where + '.' if where else ''}{key}: {fix}")
+    return declared
+
+
 class Decider:
     def __init__(self, workspace: Path, upstreams: Upstreams, pins: Pins, world: World):
         self.workspace, self.upstreams, self.pins, self.world = workspace, upstreams, pins, world
-        declared = read_mapping(upstreams.path).get("bump") or {}
-        self.groups: dict[str, list[str]] = {str(k): list(v) for k, v in (declared.get("groups") or {}).items()}
-        self.read: dict[str, dict] = declared.get("read") or {}
-        self.amd: dict[str, str] = declared.get("amd") or {}
-        missing = [name for name in ("pytorch", "triton", "aotriton", "aiter", "flash-attn", "composable-kernel", "vllm")
-                   if name not in self.read]
-        if not self.groups or missing:
-            raise UserError(f"{upstreams.path} has no bump: section with groups and read facts for "
-                            f"{', '.join(missing) or 'its groups'}: restore it from the project's variants/{upstreams.path.name}")
+        declared = bump_section(upstreams.path)
+        self.groups: dict[str, list[str]] = {str(k): list(v) for k, v in declared["groups"].items()}
+        self.read: dict[str, dict] = declared["read"]
+        self.amd: dict[str, str] = declared["amd"]
         self.holds = read_holds(workspace / "variants")
         self.vllm_reads: dict[str, Read] = {}  # vLLM's METADATA by release, as the torch group read it
         self.vllm_label = ""  # the vLLM the result pins (finish sets it once the torch group is decided)
@@ -396,9 +422,11 @@ class Decider:
 
     def alone(self, component: Component) -> Group:
         row = self.row(component.name, "")
-        if component.version_key.startswith(PYPI_PREFIX):
-            row.hold = self.holds.get(component.version_key)
         group = Group("", [row])
+        if not component.version_key.startswith(PYPI_PREFIX):  # only a PyPI repack may move alone
+            row.decision, row.reason = UNKNOWN, f"not in a bump group ({component.version_key} is no {PYPI_PREFIX} " \
+                                                f"entry): add it to bump.groups in {self.upstreams.path.name}"
+            return group
         name = component.pypi()
         if not name:
             row.decision, row.reason = UNKNOWN, "no PyPI project declared: compare it by hand"

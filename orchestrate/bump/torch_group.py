@@ -229,13 +229,13 @@ def _source_path(d: Decider, group: Group, rows: dict, target: Version, rule: st
         aot_commit, _ = d.fact("pytorch", "aotriton_commit", tag)
         aot_repo = d.read["aotriton"]["repo"]
         aot_tag_commit = str(d.world.tag_commit(aot_repo, aot_version).value)
-        if aot_tag_commit != aot_commit:
-            raise ReadError(f"{aot_source} names aotriton {aot_version} at {aot_commit[:12]}, but tag {aot_version} "
-                            f"is {aot_tag_commit[:12]}")
         aot_tree = d.world.tree(aot_repo, aot_commit)
         aiter_tag, _ = d.fact("aotriton", "aiter_tag", aot_commit)
         aiter_commit = str(d.world.tag_commit(d.read["aiter"]["repo"], aiter_tag).value)
-        broken = d.broken_patches("aotriton", aot_repo, aot_commit) if aot_version != aotriton.pinned else ""
+        # PyTorch moves __AOTRITON_CI_COMMIT under the same __AOTRITON_VER label: the commit decides, not the label
+        old_aot_commit = _pin_of({s.location: s.pin for s in d.pins.sources("aotriton")}, "aotriton")
+        aot_moves = aot_version != aotriton.pinned or aot_commit != old_aot_commit
+        broken = d.broken_patches("aotriton", aot_repo, aot_commit) if aot_moves else ""
     except ReadError as exc:
         torch.decision, torch.reason = UNKNOWN, f"torch {label} ({rule}): {exc}"
         for row in (triton, aotriton):
@@ -259,16 +259,20 @@ def _source_path(d: Decider, group: Group, rows: dict, target: Version, rule: st
         group.edits += [Edit("shared", "triton_version", new=triton_label),
                         Edit("literal", d.recipe_file("triton-rocm"), d.pins.git_rev("triton-rocm", "triton"), triton_commit),
                         Edit("literal", d.recipe_file("triton-rocm"), d.pins.git_rev("triton-rocm", "llvm-project"), llvm_commit)]
-    if aot_version != aotriton.pinned:
+    if aot_moves:
         aotriton.decision, aotriton.to = MOVES, aot_version
         aotriton.reason = f"{aot_source}: {aot_version} = {aot_commit[:12]}"
+        if aot_version == aotriton.pinned:
+            aotriton.reason = f"version stays {aot_version}; commit {old_aot_commit[:12]} → {aot_commit[:12]} ({aot_source})"
+        if aot_tag_commit != aot_commit:  # a known state, not an unknown: the recipe builds what PyTorch builds
+            aotriton.reason += f"; pinned to that CI commit, as PyTorch builds it (tag {aot_version} is {aot_tag_commit[:12]})"
         aotriton.notes_url = f"https://github.com/{aot_repo}/releases/tag/{aot_version}"
         recipe = d.recipe_file("aotriton")
         old = {s.location: s.pin for s in d.pins.sources("aotriton")}
         old_tree = d.pins.script_env("aotriton", "AOTRITON_GIT_TREESHA1") or _context(d, "aotriton", "aotriton_tree")
         old_aiter_tag = d.pins.script_env("aotriton", "AITER_TAG") or _context(d, "aotriton", "aiter_tag")
         group.edits += [Edit("shared", "aotriton_version", new=aot_version),
-                        Edit("literal", recipe, _pin_of(old, "aotriton"), aot_commit),
+                        Edit("literal", recipe, old_aot_commit, aot_commit),
                         Edit("literal", recipe, old_tree, aot_tree),
                         Edit("literal", recipe, f"aiter_tag: {old_aiter_tag}", f"aiter_tag: {aiter_tag}"),
                         Edit("literal", recipe, _pin_of(old, "aiter"), aiter_commit)]
@@ -347,9 +351,11 @@ def _prebuilt_path(d: Decider, group: Group, rows: dict, vllm_requires, rule: st
     rocm_label = str(version)
     picks = {"pytorch-amd": Version(amd_torch.public)}
     for name in ("triton-amd", "torchvision-amd", "torchaudio-amd"):
-        mine = [v for v in releases[name] if _rocm_of(v.local) == rocm_label]
+        # dev builds are no release; a pre-release label is (AMD's torchvision is 0.29.0a0)
+        mine = [v for v in releases[name] if _rocm_of(v.local) == rocm_label and not v.is_devrelease]
         if not mine:
-            rows[name].decision, rows[name].reason = UNKNOWN, f"AMD's index has no {projects[name]} for ROCm {rocm_label}"
+            rows[name].decision, rows[name].reason = UNKNOWN, f"AMD's index has no {projects[name]} release " \
+                                                              f"(dev builds aside) for ROCm {rocm_label}"
             continue
         picks[name] = max(mine)
     moves = rocm_label != rocm.pinned or str(picks["pytorch-amd"]) != torch.pinned
