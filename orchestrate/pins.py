@@ -15,8 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from packaging.requirements import Requirement
 from packaging.version import Version
 
 from . import package_index
@@ -25,7 +24,7 @@ from . import web
 from .architectures import ArchitectureTable
 from .errors import UserError
 from .options import ARCH_ENV, Options, existing_folder, find_workspace, seconds
-from .release_files import ReadError, World
+from .release_files import ReadError, World, requirements_on
 from .sources import ZERO_SHA256, Source
 from .ui import Reporter
 from .yaml_files import read_mapping
@@ -357,20 +356,8 @@ def coupling_row(coupling: Coupling, upstreams: Upstreams, pins: Pins, lookups: 
 
 
 def _requirements_on(requires_dist: list[str], name: str) -> list[str]:
-    """The version specifiers a requires_dist list puts on one project (markers dropped; extras' too)."""
-    specs = []
-    for line in requires_dist:
-        try:
-            requirement = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(requirement.name) == canonicalize_name(name) and not _only_for_extra(requirement):
-            specs.append(f"{requirement.name}{requirement.specifier}" if str(requirement.specifier) else requirement.name)
-    return specs
-
-
-def _only_for_extra(requirement: Requirement) -> bool:
-    return requirement.marker is not None and "extra" in str(requirement.marker)
+    """The version specifiers a requires_dist list puts on one project, as text (markers dropped)."""
+    return [f"{r.name}{r.specifier}" if str(r.specifier) else r.name for r in requirements_on(requires_dist, name)]
 
 
 def _admits(spec: str, version: Version | None) -> bool:

@@ -23,6 +23,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from . import package_index, web
@@ -292,3 +294,20 @@ def _remembered(table: dict, key: str, where: str, read):
 
 def _requires_dist(text: str) -> list[str]:
     return email.parser.Parser().parsestr(text, headersonly=True).get_all("Requires-Dist") or []
+
+
+def requirements_on(requires_dist: list[str], project: str) -> list[Requirement]:
+    """The requirements a Requires-Dist list puts on one project; an extra's are dropped (nothing installs an
+    extra unless asked), and a line that does not parse names nothing."""
+    found = []
+    for line in requires_dist:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) != canonicalize_name(project):
+            continue
+        if requirement.marker is not None and "extra" in str(requirement.marker):
+            continue
+        found.append(requirement)
+    return found

@@ -15,16 +15,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..contract import FAILED as PATCH_FAILED, check_patch
 from ..errors import UserError
 from ..upstreams import Component, Pins, Upstreams, parse_version
 from ..yaml_files import read_mapping
-from ..release_files import Read, ReadError, World
+from ..release_files import Read, ReadError, World, requirements_on
 
 MOVES, CURRENT, HELD, UNKNOWN = "moves", "current", "held", "unknown"
 HOLD = re.compile(r"#\s*hold:\s*(?P<reason>.+?)\s*$")
@@ -117,15 +115,7 @@ def read_holds(variants: Path) -> dict[str, str]:
 def spec_on(requires: list[str], project: str) -> SpecifierSet | None:
     """The specifier a Requires-Dist list puts on a project (extras' requirements dropped); None: unnamed."""
     found = None
-    for line in requires:
-        try:
-            requirement = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(requirement.name) != canonicalize_name(project):
-            continue
-        if requirement.marker is not None and "extra" in str(requirement.marker):
-            continue
+    for requirement in requirements_on(requires, project):
         found = requirement.specifier if found is None else found & requirement.specifier
     return found
 
