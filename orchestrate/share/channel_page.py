@@ -9,7 +9,6 @@ S3 PUT), so a killed command leaves the previous page or the new one, never half
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Callable
@@ -17,6 +16,7 @@ from typing import Callable
 from ..architectures import ArchitectureTable
 from ..channel import MANIFEST, SUBDIRS
 from .bench import BENCH_DIR, write_atomically
+from .lookup import json_object
 from .s3 import S3Store
 from .store import FolderStore, Store
 
@@ -97,15 +97,14 @@ def published_page_current(store: Store, listed: dict[str, dict]) -> bool:
     (`listed`: lookup.read_index's keys). A publish stopped after indexing and before the page leaves one that
     does not; the next publish, with nothing to place, sees it here (a store has no cheap modification time to
     compare, as the local channel's page has)."""
-    raw = store.read(PAGE_FILES[0])
-    if raw is None or store.size(PAGE_FILES[1]) is None:
+    data = json_object(store.read(PAGE_FILES[0]))
+    if data is None or store.size(PAGE_FILES[1]) is None:
         return False
     try:
-        data = json.loads(raw)
         rows = [row for arch in data.get("architectures") or [] for row in arch.get("packages") or []]
         named = {row["file"] for row in rows + list(data.get("noarch") or [])}
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return False  # a page whose data we cannot read is made again
+    except (TypeError, KeyError, AttributeError):
+        return False  # a page whose data is not what build_page writes is made again
     return named == set(listed)
 
 
