@@ -193,8 +193,7 @@ def cmd_build(args, reporter: Reporter) -> int:
         caches = _caches(options)
         with clean.work_area(options):
             steps = runner.execute(plan, options, reporter, caches)
-        _write_page(channel, options, reporter, recovery.changed or any(s.state in (runner.BUILT, runner.CACHED)
-                                                                         for s in steps))
+        _write_page(channel, options, reporter)
     finally:
         channel.unlock()
     runner.summarize(steps, reporter, plan.arch.name)
@@ -202,11 +201,12 @@ def cmd_build(args, reporter: Reporter) -> int:
     return 0
 
 
-def _write_page(channel: Channel, options: Options, reporter: Reporter, changed: bool) -> None:
-    """The local channel's page, under its lock, when the channel changed (or has none yet, or an older one)."""
+def _write_page(channel: Channel, options: Options, reporter: Reporter) -> None:
+    """The local channel's page, under its lock, when it has none or one older than what the channel holds (a
+    build, a package from a cache, a recovery, or a run stopped before it wrote the page, all leave that)."""
     from .share.channel_page import local_page_stale, write_local_page
 
-    if channel.is_channel() and (changed or local_page_stale(channel.path)):
+    if channel.is_channel() and local_page_stale(channel.path):
         write_local_page(channel.path, options.variants_dir, load_config(options.workspace), reporter.error)
 
 

@@ -412,9 +412,9 @@ def test_build_all_writes_again_a_page_older_than_the_channel_it_shows(tmp_path)
     root = write_channel(tmp_path / "channel")
     options, errors = SimpleNamespace(variants_dir=REPO / "variants", workspace=REPO), []
     reporter = SimpleNamespace(error=errors.append)
-    _write_page(Channel(root), options, reporter, changed=False)  # no page yet
+    _write_page(Channel(root), options, reporter)  # no page yet
     written = (root / "channel-page.json").stat().st_mtime_ns
-    _write_page(Channel(root), options, reporter, changed=False)
+    _write_page(Channel(root), options, reporter)
     assert (root / "channel-page.json").stat().st_mtime_ns == written  # current: left alone
     index = root / "linux-64" / "repodata.json"
     repodata = json.loads(index.read_text())
@@ -422,9 +422,9 @@ def test_build_all_writes_again_a_page_older_than_the_channel_it_shows(tmp_path)
     index.write_text(json.dumps(repodata))
     for name in ("channel-page.json", "index.html"):  # the page was written before the package went in
         os.utime(root / name, ns=(written - 10**9, written - 10**9))
-    _write_page(Channel(root), options, reporter, changed=False)
+    _write_page(Channel(root), options, reporter)
     assert "late-1-0.conda" in (root / "channel-page.json").read_text() and errors == []
     written = (root / "index.html").stat().st_mtime_ns
     os.utime(root / "bench" / "gfx942", ns=(written + 1000, written + 1000))  # a result renamed in after it
-    _write_page(Channel(root), options, reporter, changed=False)
+    _write_page(Channel(root), options, reporter)
     assert (root / "index.html").stat().st_mtime_ns > written
