@@ -346,17 +346,18 @@ def marker_environment(python_version: str) -> dict[str, str]:
             "python_version": python_version, "sys_platform": "linux", "extra": ""}
 
 
-def unsatisfied(requirements: list[str], installed_here: set[str], satisfied_by: set[str], python_version: str,
-                extras: frozenset[str] = frozenset()) -> list[str]:
+def unsatisfied(requirements: list[str], installed_here: set[str], satisfied_by: set[str],
+                python_version: str | None = None, extras: frozenset[str] = frozenset()) -> list[str]:
     """The Requires-Dist lines that apply where the package is installed (markers evaluated for
-    marker_environment(python_version); a line marked `extra == "x"` only when x is in `extras`) and that neither
-    a wheel installed here nor a conda package of SATISFIED_BY provides."""
+    marker_environment(python_version), by default the Python running this, which in a build is $PYTHON, the
+    host's; a line marked `extra == "x"` only when x is in `extras`) and that neither a wheel installed here nor a
+    conda package of SATISFIED_BY provides."""
     try:
         from packaging.requirements import InvalidRequirement, Requirement
     except ImportError:
         fail("the Requires-Dist check (SATISFIED_BY) needs the `packaging` module in the python running this script: "
              "add `packaging` beside `python` to the recipe's requirements.host")
-    environment = marker_environment(python_version)
+    environment = marker_environment(python_version or "%d.%d" % sys.version_info[:2])
     missing = []
     for line in requirements:
         try:
