@@ -108,23 +108,36 @@ class World:
     def wheel_requirements(self, name: str, label: str) -> Read | None:
         """Requires-Dist of a release from a Linux x86_64 wheel's METADATA, else any wheel's; None where the
         release has no wheel."""
+        found = self.wheel_metadata(name, label)
+        return None if found is None else Read(_requires_dist(found.value), found.source, found.file)
+
+    def wheel_metadata(self, name: str, label: str, filename: str | None = None) -> Read | None:
+        """The METADATA text of a release's wheel: the one named `filename`, else a Linux x86_64 wheel, else any;
+        None where the release has no such wheel. Read from the PEP 658 file where the index lists one and
+        serves it, else by range requests on the wheel (a mirror may list a `.metadata` file it does not serve)."""
         files = self.files(name, label)
-        wheels = [f for f in files if str(f.get("filename", "")).endswith(".whl")]
+        wheels = [f for f in files if str(f.get("filename", "")).endswith(".whl")
+                  and (filename is None or f.get("filename") == filename)]
         wheels.sort(key=lambda f: ("x86_64" not in f["filename"] or "linux" not in f["filename"], f["filename"]))
-        if wheels:
-            wheel = wheels[0]
-            try:
-                if wheel.get("core-metadata") or wheel.get("data-dist-info-metadata"):
+        if not wheels:
+            return None
+        wheel = wheels[0]
+        try:
+            text, how = None, "METADATA (range read)"
+            if wheel.get("core-metadata") or wheel.get("data-dist-info-metadata"):
+                try:
                     text = package_index.checked_metadata(self.download(wheel["url"] + ".metadata"), wheel["filename"])
                     how = "METADATA (PEP 658)"
-                else:
-                    text, how = package_index.remote_wheel_metadata(wheel["url"], self.timeout), "METADATA (range read)"
-            except web.Unreachable as exc:
-                raise ReadError(f"cannot reach {wheel['url']} ({exc})", unreachable=True) from None
-            except LookupError as exc:
-                raise ReadError(str(exc)) from None
-            return Read(_requires_dist(text), f"{wheel['filename']} {how}", wheel["filename"])
-        return None
+                except ReadError as exc:
+                    if exc.unreachable:
+                        raise
+            if text is None:
+                text = package_index.remote_wheel_metadata(wheel["url"], self.timeout)
+        except web.Unreachable as exc:
+            raise ReadError(f"cannot reach {wheel['url']} ({exc})", unreachable=True) from None
+        except LookupError as exc:
+            raise ReadError(str(exc)) from None
+        return Read(text, f"{wheel['filename']} {how}", wheel["filename"])
 
     def sdist_requirements(self, name: str, label: str, files: re.Pattern) -> list[Read]:
         """Requirement lines of the sdist's requirement files whose path (inside the sdist's folder) matches:

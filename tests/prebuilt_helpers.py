@@ -286,24 +286,25 @@ def make_index(root: Path, gfxs: list[str]) -> PrebuiltIndex:
 
 def make_wheel(folder: Path, name: str, version: str, tag: str, files: dict[str, str | bytes | tuple],
                requires: list[str] = (), extras: dict[str, list[str]] | None = None,
-               entry_points: str = "", license: bool = True) -> Path:
+               entry_points: str = "", license: bool = True, metadata: str | None = None) -> Path:
     """A wheel as pip and AMD's tools write it: <name>-<version>-<tag>.whl with a dist-info (METADATA,
     WHEEL, licenses/LICENSE unless `license` is false, as in AMD's device wheels, RECORD with sha256 of every file).
     `version` may carry a local part (+rocm10.1.0). A file is executable when its value is (data, True), and shared
-    libraries always are."""
+    libraries always are. `metadata`: the METADATA text of the real wheel this one stands for (tests/real_metadata.py),
+    written as it is, instead of one made from `requires` and `extras`."""
     dist = name.replace("-", "_")
     dist_info = f"{dist}-{version}.dist-info"
-    metadata = [f"Metadata-Version: 2.4", f"Name: {name}", f"Version: {version}"]
-    metadata += [f"Requires-Dist: {r}" for r in requires]
+    lines = [f"Metadata-Version: 2.4", f"Name: {name}", f"Version: {version}"]
+    lines += [f"Requires-Dist: {r}" for r in requires]
     for extra, reqs in (extras or {}).items():
-        metadata.append(f"Provides-Extra: {extra}")
-        metadata += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
     executable = {path for path, data in files.items() if isinstance(data, tuple) and data[1]}
     contents = {path: data[0] if isinstance(data, tuple) else data for path, data in files.items()}
     if license:  # where PEP 639 puts it; the recipes copy it into info/licenses/
-        metadata.append("License-File: LICENSE")
+        lines.append("License-File: LICENSE")
         contents[f"{dist_info}/licenses/LICENSE"] = f"synthetic license of {name}\n"
-    contents[f"{dist_info}/METADATA"] = "\n".join(metadata) + "\n"
+    contents[f"{dist_info}/METADATA"] = metadata if metadata is not None else "\n".join(lines) + "\n"
     contents[f"{dist_info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: rocm-kpack-split-python-wheels\nRoot-Is-Purelib: false\nTag: {tag}\n"
     if entry_points:
         contents[f"{dist_info}/entry_points.txt"] = entry_points
@@ -368,15 +369,35 @@ TORCH_DEVICE_FAMILY = {"gfx1151": ("gfx115x", "gfx115x"), "gfx1100": ("gfx110x",
                        "gfx1201": ("gfx120x", "gfx12-0"), "gfx942": ("gfx942", ""), "gfx90a": ("gfx90a", "")}
 
 
+TRITON_LOCAL = "git669b31ac"  # AMD's 10.1.0 triton: ROCm/triton 669b31ac (variants/prebuilt.yaml `triton` says why)
+
+
+def device_metadata(host: str, version: str, bundle: str, display: str, requires: list[str]) -> str:
+    """A device wheel's METADATA as the splitter writes it (generate_device_metadata in rocm_kpack's
+    wheel_splitter.py at rocm-systems 7d605fca): no license field, the host at exactly its version, then the
+    --device-requires-dist lines of TheRock's workflow (`rocm-sdk-device-@GFXARCH@ == <sdk>`)."""
+    return "\n".join(["Metadata-Version: 2.4", f"Name: {bundle}", f"Version: {version}",
+                      f"Summary: AMD device kernels ({display}) for {host}", f"Requires-Dist: {host} == {version}",
+                      *(f"Requires-Dist: {r}" for r in requires)]) + "\n"
+
+
 def torch_wheels(folder: Path, archs: list[str], torch: str = "2.14.0", sdk: str = "10.1.0",
                  triton: str = "3.8.0", vision: str = "0.29.0a0", audio: str = "2.11.0.3") -> dict[str, list[Path]]:
     """AMD's PyTorch set for `archs`, by index project: torch host wheel, amd-torch-device-<gfx> (+ family),
     triton, torchvision (+ amd-torchvision-device-<gfx>), torchaudio. The device wheels carry no license file, as
-    AMD's wheel splitter writes them (install_wheels.py says where)."""
+    AMD's wheel splitter writes them (install_wheels.py says where). Every METADATA is the real one: PyPI's wheel of
+    the same source with AMD's differences, each from AMD's own source (tests/real_metadata.py says which)."""
+    from real_metadata import (CUDA_BUILD_REQUIREMENT, TORCH, TORCHAUDIO, TORCHVISION, TRITON, metadata,
+                               splitter_lines, with_version)
+
     local = f"+rocm{sdk}"
-    torch_v, triton_v = torch + local, f"{triton}+git675c5987.rocm{sdk}"
+    torch_v, triton_v, vision_v = torch + local, f"{triton}+{TRITON_LOCAL}.rocm{sdk}", vision + local
     wheels: dict[str, list[Path]] = {}
-    extras = {f"device-{a}": [f"amd-torch-device-{a} == {torch_v}"] for a in archs}
+    chains = {a: [a] + ([TORCH_DEVICE_FAMILY[a][1]] if TORCH_DEVICE_FAMILY[a][1] else []) for a in archs}
+    torch_metadata = with_version(
+        metadata(TORCH), "torch", torch_v, drop=CUDA_BUILD_REQUIREMENT,
+        instead=[f"rocm[libraries]=={sdk}", f"triton=={triton_v}"],
+        add=splitter_lines("amd-torch-device", torch_v, chains))
     wheels["torch"] = [make_wheel(folder, "torch", torch_v, CP312, {
         "torch/__init__.py": "from . import _rocm_init\n__version__ = '%s'\n" % torch_v,
         # build_prod_wheels.py get_rocm_init_contents()
@@ -386,33 +407,40 @@ def torch_wheels(folder: Path, archs: list[str], torch: str = "2.14.0", sdk: str
         "torch/lib/libtorch_hip.so": b"\x7fELF stub: kpack reference ../.kpack/torch_@GFXARCH@.kpack",
         "torch/lib/libaotriton_v2.so.0.13": b"\x7fELF stub",
         "torchgen/__init__.py": "",
-    }, requires=["filelock", "typing-extensions>=4.10.0", "setuptools", "sympy>=1.13.3", "networkx>=2.5.1",
-                 "jinja2", "fsspec>=0.8.5", f"rocm[libraries]=={sdk}", f"triton=={triton_v}", "rocm-bootstrap"],
-        extras=extras, entry_points="[console_scripts]\ntorchrun = torch.distributed.run:main\n")]
+    }, metadata=torch_metadata, entry_points="[console_scripts]\ntorchrun = torch.distributed.run:main\n")]
     for arch in archs:
         image_dir, family = TORCH_DEVICE_FAMILY[arch]
         device_files = {f"torch/.kpack/torch_{arch}.kpack": f"kpack {arch}".encode()}
-        requires = [f"torch == {torch_v}", f"rocm-sdk-device-{arch} == {sdk}"]
         if family:
-            requires.append(f"amd-torch-device-{family} == {torch_v}")
+            # unverified: at rocm-systems 7d605fca generate_device_metadata would also write
+            # `rocm-sdk-device-<family bundle> == <sdk>` into a family wheel; whether AMD's 10.1.0 family wheels
+            # carry it, `unzip -p` of amd_torch_device_gfx115x-2.14.0+rocm10.1.0-...whl's METADATA verifies
             family_wheel = make_wheel(folder, f"amd-torch-device-{family}", torch_v, CP312, {
                 f"torch/lib/aotriton.images/amd-{image_dir}/flash/attn_fwd/kernel.aks2": b"aks2",
-            }, requires=[f"torch == {torch_v}"], license=False)
+            }, license=False, metadata=device_metadata("torch", torch_v, f"amd-torch-device-{family}", family, []))
             wheels.setdefault(f"amd-torch-device-{family}", []).append(family_wheel)
         else:
             device_files[f"torch/lib/aotriton.images/amd-{image_dir}/flash/attn_fwd/kernel.aks2"] = b"aks2"
-        wheels[f"amd-torch-device-{arch}"] = [make_wheel(folder, f"amd-torch-device-{arch}", torch_v, CP312,
-                                                         device_files, requires=requires, license=False)]
+        wheels[f"amd-torch-device-{arch}"] = [make_wheel(
+            folder, f"amd-torch-device-{arch}", torch_v, CP312, device_files, license=False,
+            metadata=device_metadata("torch", torch_v, f"amd-torch-device-{arch}", arch,
+                                     [f"rocm-sdk-device-{arch} == {sdk}"]))]
         wheels[f"amd-torchvision-device-{arch}"] = [make_wheel(
-            folder, f"amd-torchvision-device-{arch}", vision + local, CP312,
-            {f"torchvision/.kpack/torchvision_{arch}.kpack": b"kpack"},
-            requires=[f"torchvision == {vision + local}", f"rocm-sdk-device-{arch} == {sdk}"], license=False)]
+            folder, f"amd-torchvision-device-{arch}", vision_v, CP312,
+            {f"torchvision/.kpack/torchvision_{arch}.kpack": b"kpack"}, license=False,
+            metadata=device_metadata("torchvision", vision_v, f"amd-torchvision-device-{arch}", arch,
+                                     [f"rocm-sdk-device-{arch} == {sdk}"]))]
     wheels["triton"] = [make_wheel(folder, "triton", triton_v, CP312, {
-        "triton/__init__.py": f"__version__ = '{triton}'\n", "triton/backends/amd/__init__.py": ""})]
-    wheels["torchvision"] = [make_wheel(folder, "torchvision", vision + local, CP312, {
-        "torchvision/__init__.py": "", "torchvision/_C.so": b"\x7fELF stub"},
-        requires=["numpy", f"torch=={torch_v}", "pillow!=8.3.*,>=5.3.0"])]
+        "triton/__init__.py": f"__version__ = '{triton}'\n", "triton/backends/amd/__init__.py": ""},
+        metadata=with_version(metadata(TRITON), "triton", triton_v))]
+    # torchvision's setup.py pins the torch it was built with; the splitter adds its lines (no family bundles:
+    # torchvision has no kernel databases, so one device wheel per target)
+    vision_metadata = with_version(
+        metadata(TORCHVISION), "torchvision", vision_v, replace={"Requires-Dist: torch (==2.14.0)": f"Requires-Dist: torch (=={torch_v})"},
+        add=splitter_lines("amd-torchvision-device", vision_v, {a: [a] for a in archs}))
+    wheels["torchvision"] = [make_wheel(folder, "torchvision", vision_v, CP312, {
+        "torchvision/__init__.py": "", "torchvision/_C.so": b"\x7fELF stub"}, metadata=vision_metadata)]
     wheels["torchaudio"] = [make_wheel(folder, "torchaudio", audio + local, CP312, {
         "torchaudio/__init__.py": "", "torchaudio/lib/libtorchaudio.so": b"\x7fELF stub"},
-        requires=[f"torch=={torch_v}"])]
+        metadata=with_version(metadata(TORCHAUDIO), "torchaudio", audio + local))]
     return wheels

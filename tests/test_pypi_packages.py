@@ -267,15 +267,19 @@ def test_the_real_table_pins_every_entry_by_sha256_and_renders():
     for entry in table.entries.values():
         assert entry.file.endswith(".whl") and entry.url.endswith("/" + entry.file) and len(entry.sha256) == 64
         assert entry.url.startswith("https://files.pythonhosted.org/packages/")
-    # a wheel published without its license (model-hosting-container-standards 0.1.16: its dist-info holds no
-    # license file, so the build would copy none) ships ours: the standard text, saying where the license was read
+    # a wheel published without its license (model-hosting-container-standards 0.1.16, rocm-bootstrap 0.3.0: their
+    # dist-info holds no license file, so the build would copy none) ships ours: the standard text, saying where the
+    # license was read
     unlicensed = {e.name: e.license_file for e in table.entries.values() if e.license_file}
-    assert unlicensed == {"model-hosting-container-standards": "licenses/model-hosting-container-standards/LICENSE.txt"}
+    assert unlicensed == {"model-hosting-container-standards": "licenses/model-hosting-container-standards/LICENSE.txt",
+                          "rocm-bootstrap": "licenses/rocm-bootstrap/LICENSE.txt"}
     for name, license_file in unlicensed.items():
         first, _, text = (REPO / "recipes/pypi" / license_file).read_text().partition("\n")
         assert "https://pypi.org/project/" in first and f"License: {table.entries[name].license}" in first
         if table.entries[name].license == "Apache-2.0":
             assert "Apache License\n                           Version 2.0, January 2004" in text
+        if table.entries[name].license == "MIT":
+            assert "MIT License" in text and "Permission is hereby granted, free of charge" in text
 
 
 def test_a_fork_that_installs_the_same_module_cannot_meet_the_original():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
 from orchestrate import glibc
 from orchestrate.recipes import derived_variant_keys
-from prebuilt_helpers import file_url_and_sha256, torch_wheels, write_pep503_index
+from prebuilt_helpers import TRITON_LOCAL, file_url_and_sha256, torch_wheels, write_pep503_index
 from source_helpers import CountingServer
 from stack import package_info, solve
 
@@ -25,10 +26,15 @@ SDK = "10.1.0"  # the release AMD's wheels name; the test pins it whatever share
 PINS = yaml.safe_load((REPO / "variants/shared.yaml").read_text())
 TORCH = PINS["prebuilt_pytorch_version"][0]
 SITE = "lib/python3.12/site-packages"
-# what the recipe's run requirements need, as tiny packages (the build itself needs no channel at all)
-STAND_INS = {"python": "3.12.0", "filelock": "3.0", "typing_extensions": "4.12.0", "sympy": "1.13.3",
-             "networkx": "3.0", "jinja2": "3.0", "fsspec": "2024.1.0", "setuptools": "80.0", "numpy": "2.0",
-             "pillow": "11.0", "rocm-sdk": SDK, **{f"rocm-sdk-device-{a}": SDK for a in ARCHS}}
+# what the recipe's host and run requirements need, as tiny packages: `python` runs this test's interpreter (which
+# has `packaging`), as $PYTHON of the build and as the installed environment's python
+STAND_INS = {"python": "3.12.0", "packaging": "24.0", "filelock": "3.0", "typing_extensions": "4.12.0",
+             "sympy": "1.13.3", "networkx": "3.0", "jinja2": "3.0", "fsspec": "2024.1.0", "setuptools": "80.0",
+             "numpy": "2.0", "pillow": "11.0", "rocm-bootstrap": "0.3.0", "gcc": "14.2.0", "rocm-sdk": SDK,
+             **{f"rocm-sdk-device-{a}": SDK for a in ARCHS}}
+PYTHON_SCRIPT = ["mkdir -p $PREFIX/bin",
+                 "printf '#!/bin/sh\\nexec %s \"$@\"\\n' > $PREFIX/bin/python" % sys.executable,
+                 "chmod +x $PREFIX/bin/python"]
 
 
 def lock_keys(index_url: str, arch: str) -> dict[str, str]:
@@ -37,7 +43,7 @@ def lock_keys(index_url: str, arch: str) -> dict[str, str]:
     files = {
         "torch": ("torch", f"torch-{TORCH}{local}-cp312-cp312-linux_x86_64.whl"),
         "torch_device": (f"amd-torch-device-{arch}", f"amd_torch_device_{arch}-{TORCH}{local}-cp312-cp312-linux_x86_64.whl"),
-        "triton": ("triton", f"triton-3.8.0+git675c5987.rocm{SDK}-cp312-cp312-linux_x86_64.whl"),
+        "triton": ("triton", f"triton-3.8.0+{TRITON_LOCAL}.rocm{SDK}-cp312-cp312-linux_x86_64.whl"),
         "torchvision": ("torchvision", f"torchvision-0.29.0a0{local}-cp312-cp312-linux_x86_64.whl"),
         "torchvision_device": (f"amd-torchvision-device-{arch}",
                                f"amd_torchvision_device_{arch}-0.29.0a0{local}-cp312-cp312-linux_x86_64.whl"),
@@ -65,8 +71,8 @@ def build_stand_ins(channel: Path, scratch: Path) -> None:
         recipe = scratch / name / "recipe.yaml"
         recipe.parent.mkdir(parents=True)
         recipe.write_text(yaml.safe_dump({"package": {"name": name, "version": version},
-                                          "build": {"noarch": "generic", "script": "true",
-                                                    "string": "prebuilt_test_stand_in"}}))
+                                          "build": {"noarch": "generic", "string": "prebuilt_test_stand_in",
+                                                    "script": PYTHON_SCRIPT if name == "python" else "true"}}))
         Stage0Recipe.from_file(recipe).run_build(output_dir=channel)
 
 
@@ -85,6 +91,7 @@ def channel(tmp_path_factory):
 def build_channel(tmp: Path):
     write_pep503_index(tmp / "index", torch_wheels(tmp / "wheels", list(ARCHS), torch=TORCH, sdk=SDK))
     out = tmp / "channel"
+    build_stand_ins(out, tmp / "stand-ins")  # the build's host environment comes from them
     built = {}
     with CountingServer(tmp / "index") as server:
         keys = {arch: lock_keys(server.url + "/simple/", arch) for arch in ARCHS}  # what `pins --lock` reads
@@ -92,10 +99,10 @@ def build_channel(tmp: Path):
         for arch in ARCHS:
             config = variant_config(arch, keys[arch])
             for variant in Stage0Recipe.from_file(RECIPE).render(config):
-                result = variant.run_build(output_dir=out, tool_config=ToolConfiguration(test_strategy="skip"))
+                result = variant.run_build(output_dir=out, channels=[out.as_uri()],
+                                           tool_config=ToolConfiguration(test_strategy="skip"))
                 built.setdefault(arch, []).extend(Path(p).name for p in result.packages)
         downloads = server.downloads - locked
-    build_stand_ins(out, tmp / "stand-ins")
     return out, built, downloads
 
 
@@ -202,3 +209,17 @@ def test_a_wheel_requirement_no_run_requirement_provides_fails_the_build_naming_
     assert result.returncode == 1 and "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()
     assert "mystery-runtime>=1" in line and "requirements.run" in line
+
+
+def test_the_split_wheels_packages_require_rocm_bootstrap_and_triton_brings_a_c_compiler(channel):
+    """AMD's splitter makes torch and torchvision require rocm-bootstrap (their real METADATA here says so, and the
+    build's Requires-Dist check passed): each package requires our rocm-bootstrap package, not the SDK. Triton
+    compiles its launcher on first use: its package brings gcc."""
+    out, _, _ = channel
+    depends = {}
+    for package in (out / "linux-64").glob("*.conda"):
+        index, _ = package_info(package)
+        depends.setdefault(index["name"], []).append({d.split()[0] for d in index["depends"]})
+    for name in ("pytorch-base", "torchvision"):
+        assert depends[name] and all("rocm-bootstrap" in d for d in depends[name]), (name, depends[name])
+    assert all("gcc" in d for d in depends["triton"]), depends["triton"]

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -44,8 +45,9 @@ def rendered_env(arch: str, package: str, overrides: dict | None = None, backend
 
 
 def run_build_script(recipe: str, env: dict, prefix: Path, src: Path, content: str | None = None) -> None:
-    """recipes/<recipe>/build.sh, or the output's script `content` where the recipe gives one."""
-    full = {"PATH": os.environ["PATH"], "PREFIX": str(prefix), "SRC_DIR": str(src),
+    """recipes/<recipe>/build.sh, or the output's script `content` where the recipe gives one; $PYTHON is the
+    python of requirements.host, as rattler-build sets it (here this test's interpreter)."""
+    full = {"PATH": os.environ["PATH"], "PREFIX": str(prefix), "SRC_DIR": str(src), "PYTHON": sys.executable,
             "RECIPE_DIR": str(REPO / "recipes" / recipe), **env}
     command = ["bash", "-c", content] if content else ["bash", str(REPO / "recipes" / recipe / "build.sh")]
     subprocess.run(command, env=full, check=True, capture_output=True, text=True)

@@ -25,8 +25,9 @@ ARCHS = {"gfx1151": "11.5.1", "gfx1100": "11.0.0"}
 HOST_KEYS = ("rocm_sdk_core", "rocm_sdk_libraries", "rocm_sdk_devel", "rocm")
 SITE = "lib/python3.12/site-packages"
 
-# conda-forge's python, reduced to what the installed tree needs here: bin/python3.12 (the console scripts run
-# it) runs this test's interpreter on the prefix's site-packages.
+# conda-forge's python, reduced to what the build and the installed tree need here: bin/python3.12 (the console
+# scripts run it) runs this test's interpreter on the prefix's site-packages, and bin/python, the same, is the
+# recipes' $PYTHON (requirements.host).
 PYTHON_STAND_IN = """package: {{name: python, version: "3.12.0"}}
 build:
   noarch: generic
@@ -34,6 +35,7 @@ build:
     - mkdir -p $PREFIX/bin
     - printf '#!/bin/sh\\nPYTHONPATH="$(dirname "$0")/../lib/python3.12/site-packages" exec {python} "$@"\\n' > $PREFIX/bin/python3.12
     - chmod +x $PREFIX/bin/python3.12
+    - cp $PREFIX/bin/python3.12 $PREFIX/bin/python
 """
 
 

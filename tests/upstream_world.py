@@ -239,7 +239,7 @@ class World:
         for entry in yaml.safe_load((REPO / "variants" / "pypi.yaml").read_text())["packages"].values():
             if entry["pypi"] != "flydsl":
                 self.pypi(entry["pypi"], str(entry["version"]), [])
-        self.rocm("10.1.0", torch="2.14.0", triton="3.8.0+git675c5987", torchvision="0.29.0a0", torchaudio="2.11.0.3")
+        self.rocm("10.1.0", torch="2.14.0", triton="3.8.0+git669b31ac", torchvision="0.29.0a0", torchaudio="2.11.0.3")
 
     def pypi(self, name: str, version: str, requires: list[str], json_requires: list[str] | None = None,
              rocm_requires: list[str] | None = None, padding: int = 0, torch_rocm: str = "",

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Install wheels into $PREFIX the way pip lays them out, with the Python standard library only: the one
-wheel installer of the recipes (AMD's PyTorch and ROCm wheels, the PyPI-only packages; rocm_wheels.py adds
+"""Install wheels into $PREFIX the way pip lays them out, with the Python standard library (and `packaging` for the
+Requires-Dist check): the one wheel installer of the recipes (AMD's PyTorch and ROCm wheels, the PyPI-only packages; rocm_wheels.py adds
 what is particular to the ROCm SDK).
 
 Usage (as a recipe's build script; each wheel is a `file_name:` source in the work dir):
-    python3 "$RECIPE_DIR/../_shared/install_wheels.py" WHEEL...
-Reads: PREFIX, PYTHON_VERSION ("3.12": the site-packages the package is for, not the interpreter
-  running this script, which may be the build machine's), SATISFIED_BY (space-separated conda names of the
+    "$PYTHON" "$RECIPE_DIR/../_shared/install_wheels.py" WHEEL...
+Reads: PREFIX, PYTHON_VERSION ("3.12": the site-packages the package is for, and the Python whose markers
+  apply; not taken from the interpreter running this script), SATISFIED_BY (space-separated conda names of the
   recipe's run requirements; unset: the Requires-Dist check is skipped, for packages whose run
   requirements are translated from that same metadata), SKIP_FILES (colon-separated wheel members that
   another package of the recipe set already installs).
@@ -15,8 +15,13 @@ Does: unpacks every wheel into lib/pythonX.Y/site-packages (its .data/ folders w
   file another wheel brought; writes each dist-info's INSTALLER and RECORD for the installed paths;
   writes console_scripts wrappers into bin/ (relocatable: they run the python next to them), and a
   `#!python` script of a wheel's .data/scripts gets the environment's python; then checks that every Requires-Dist of every
-  wheel (extras aside) is satisfied by a wheel installed here or by a conda package named in
-  SATISFIED_BY, so a new requirement in AMD's metadata fails the build instead of the user's import.
+  wheel that applies where the package is installed (its marker evaluated for Linux x86_64 and CPython PYTHON_VERSION,
+  no extra asked for: `python_version < "3.10"` and `extra == "device-gfx942"` lines do not apply) is satisfied by a
+  wheel installed here or by a conda package named in SATISFIED_BY, so a new requirement in AMD's metadata fails the
+  build instead of the user's import. That check needs the `packaging` module (markers are PEP 508's grammar, which
+  only packaging evaluates correctly); everything else here is the standard library, so a recipe that sets
+  SATISFIED_BY has `packaging` beside `python` in requirements.host (the python that runs this script as
+  $PYTHON), and one that does not needs only python.
   Copies each wheel's license files (its dist-info's PEP 639 licenses/ folder and top-level LICENSE*, COPYING*,
   NOTICE*, AUTHORS*, and those of a share/doc/<component>/ folder) to $SRC_DIR/wheel-licenses/, where the
   recipes' `about.license_file: wheel-licenses/**/*` puts them into the package's info/licenses/. A wheel
@@ -43,12 +48,12 @@ import zipfile
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
-# PyPI names whose conda package has another name. The ROCm SDK wheels (rocm[libraries], the rocm_sdk
-# selector and rocm-bootstrap) are all repackaged as our rocm-sdk; torch is pytorch-base (host wheel)
-# or pytorch (per arch, its device kernels merged), either satisfies a wheel that needs torch.
+# PyPI names whose conda package has another name. The ROCm SDK wheels (rocm[libraries] and the rocm_sdk
+# selector) are repackaged as our rocm-sdk; torch is pytorch-base (host wheel) or pytorch (per arch, its device
+# kernels merged), either satisfies a wheel that needs torch. rocm-bootstrap is not the SDK: it is its own PyPI
+# project ("GPU detection and target groupings"), repackaged under its own name (variants/pypi.yaml).
 CONDA_NAMES = {
     "rocm": {"rocm-sdk"},
-    "rocm-bootstrap": {"rocm-sdk"},
     "torch": {"pytorch", "pytorch-base"},
     "typing-extensions": {"typing_extensions"},
 }
@@ -330,16 +335,42 @@ def write_console_scripts(entry_points: str, prefix: Path, python_version: str) 
     return scripts
 
 
-def unsatisfied(requirements: list[str], installed_here: set[str], satisfied_by: set[str]) -> list[str]:
+def marker_environment(python_version: str) -> dict[str, str]:
+    """PEP 508 marker values where the package is installed: Linux x86_64 (every repack recipe skips other
+    platforms), CPython `python_version`, no extra asked for. The same values as orchestrate/pypi.py
+    marker_environment, which translates the PyPI table's Requires-Dist (tests/test_install_wheels_markers.py
+    holds the two together)."""
+    return {"implementation_name": "cpython", "implementation_version": f"{python_version}.0", "os_name": "posix",
+            "platform_machine": "x86_64", "platform_python_implementation": "CPython", "platform_release": "",
+            "platform_system": "Linux", "platform_version": "", "python_full_version": f"{python_version}.0",
+            "python_version": python_version, "sys_platform": "linux", "extra": ""}
+
+
+def unsatisfied(requirements: list[str], installed_here: set[str], satisfied_by: set[str],
+                python_version: str | None = None, extras: frozenset[str] = frozenset()) -> list[str]:
+    """The Requires-Dist lines that apply where the package is installed (markers evaluated for
+    marker_environment(python_version), by default the Python running this, which in a build is $PYTHON, the
+    host's; a line marked `extra == "x"` only when x is in `extras`) and that neither a wheel installed here nor a
+    conda package of SATISFIED_BY provides."""
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:
+        fail("the Requires-Dist check (SATISFIED_BY) needs the `packaging` module in the python running this script: "
+             "add `packaging` beside `python` to the recipe's requirements.host")
+    environment = marker_environment(python_version or "%d.%d" % sys.version_info[:2])
     missing = []
-    for requirement in requirements:
-        spec, _, marker = requirement.partition(";")
-        if "extra" in marker:  # optional extras (torch's device-<gfx> selectors): not a run requirement
+    for line in requirements:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement as exc:
+            fail(f"Requires-Dist {line!r} is not a PEP 508 requirement ({exc}): the wheel's METADATA is broken")
+        marker = requirement.marker
+        if marker is not None and not any(marker.evaluate({**environment, "extra": extra}) for extra in {"", *extras}):
             continue
-        name = canonical(re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec).group(1))
+        name = canonical(requirement.name)
         if name in installed_here or conda_names_for(name) & satisfied_by:
             continue
-        missing.append(requirement.strip())
+        missing.append(line.strip())
     return missing
 
 
@@ -363,7 +394,7 @@ def main(argv: list[str]) -> None:
         requirements[wheel.name] = metadata.get_all("Requires-Dist") or []
         print(f"install_wheels: {wheel.name} -> {site.relative_to(prefix)}")
     for wheel_name, reqs in requirements.items() if check else ():
-        missing = unsatisfied(reqs, installed_here, satisfied_by)
+        missing = unsatisfied(reqs, installed_here, satisfied_by, python_version)
         if missing:
             fail(f"{wheel_name} requires {', '.join(missing)}, which no run requirement of the recipe provides: "
                  f"add the conda package to requirements.run and SATISFIED_BY (or to CONDA_NAMES)")

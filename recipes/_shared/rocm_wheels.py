@@ -1,11 +1,11 @@
 """Install AMD's ROCm Python distributions into a conda prefix the way pip lays them out, and do at build time
 what `rocm-sdk init` does at first use (TheRock build_tools/packaging/python/templates/rocm/src/rocm_sdk/_devel.py,
-read at TheRock 89553ce3). Standard library only: the build machine needs nothing but python3 on PATH.
+read at TheRock 89553ce3). Standard library only: the recipes run it with $PYTHON, the python of requirements.host.
 
-    python3 rocm_wheels.py install SITE_PACKAGES BIN_DIR SOURCE_DIR...   wheels or the `rocm` sdist, one per folder
-    python3 rocm_wheels.py expand-devel SITE_PACKAGES                      rocm-sdk-devel's _devel.tar -> _rocm_sdk_devel/
-    python3 rocm_wheels.py link-device SITE_PACKAGES                       a device wheel's files -> _rocm_sdk_devel/
-    python3 rocm_wheels.py licenses DESTINATION DEVEL_WHEEL_DIR            the devel tree's license files -> DESTINATION/
+    "$PYTHON" rocm_wheels.py install SITE_PACKAGES BIN_DIR SOURCE_DIR...   wheels or the `rocm` sdist, one per folder
+    "$PYTHON" rocm_wheels.py expand-devel SITE_PACKAGES                      rocm-sdk-devel's _devel.tar -> _rocm_sdk_devel/
+    "$PYTHON" rocm_wheels.py link-device SITE_PACKAGES                       a device wheel's files -> _rocm_sdk_devel/
+    "$PYTHON" rocm_wheels.py licenses DESTINATION DEVEL_WHEEL_DIR            the devel tree's license files -> DESTINATION/
 
 Why the installed tree differs from `rocm-sdk init` in two places (both keep the prefix complete and read-only):
 - init turns the devel tarball's file symlinks into hard links. A conda package stores a hard link as a second

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install this GPU's rocm-sdk-device wheel as pip would and link its files into rocm-sdk's devel tree, as
-# `rocm-sdk init` does. Needs only bash and python3 on the build machine's PATH.
+# `rocm-sdk init` does. Runs $PYTHON (requirements.host), never the build machine's.
 set -euo pipefail
 
 site="$PREFIX/$SITE_PACKAGES"
@@ -9,8 +9,8 @@ mkdir -p "$site"
 # already installs that file, and two conda packages must not own one path.
 # The device wheel carries no license file: it takes the SDK's, which rocm-sdk-licenses (requirements.host) installs.
 ROCM_WHEELS_SKIP="_rocm_sdk_libraries/__init__.py" LICENSES_FROM="$PREFIX/share/licenses/rocm-sdk" \
-    python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" install "$site" "$PREFIX/bin" "$SRC_DIR/wheels/device"
-python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" link-device "$site"
+    "$PYTHON" "$RECIPE_DIR/../_shared/rocm_wheels.py" install "$site" "$PREFIX/bin" "$SRC_DIR/wheels/device"
+"$PYTHON" "$RECIPE_DIR/../_shared/rocm_wheels.py" link-device "$site"
 
 # PyTorch refuses aotriton's kernels on arches aotriton marks experimental unless this is set; only those
 # arches get it, so supported arches keep PyTorch's default behaviour.

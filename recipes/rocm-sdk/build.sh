@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Install AMD's ROCm wheels into site-packages as pip would, then do what `rocm-sdk init` does at first use
-# (expand the devel tree), so the installed environment is complete and works read-only. Needs only bash and
-# python3 on the build machine's PATH (the installer uses the standard library).
+# (expand the devel tree), so the installed environment is complete and works read-only. Runs $PYTHON, the python of
+# requirements.host (the installer uses its standard library), never the build machine's.
 set -euo pipefail
 
 site="$PREFIX/$SITE_PACKAGES"
 mkdir -p "$site"
-python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" install "$site" "$PREFIX/bin" \
+"$PYTHON" "$RECIPE_DIR/../_shared/rocm_wheels.py" install "$site" "$PREFIX/bin" \
     "$SRC_DIR/wheels/core" "$SRC_DIR/wheels/libraries" "$SRC_DIR/wheels/devel" "$SRC_DIR/wheels/rocm"
-python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" expand-devel "$site"
+"$PYTHON" "$RECIPE_DIR/../_shared/rocm_wheels.py" expand-devel "$site"
 
 # Activation points ROCm-aware tools at the devel root, where `rocm-sdk path --root` points.
 for phase in activate deactivate; do

@@ -1,0 +1,104 @@
+"""The repacks' Requires-Dist check (recipes/_shared/install_wheels.py) against the METADATA real wheels carry
+(tests/real_metadata.py reads it from PyPI, cached): markers evaluated for the Python and platform the package is
+for, an extra's requirements only where that extra is asked for; rocm-bootstrap, which AMD's splitter makes every
+split host wheel require, is a package of its own; triton's packages bring a C compiler."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrate.pypi import conda_depends, marker_environment
+from orchestrate.pypi_table import load_table
+from prebuilt_helpers import make_wheel
+from real_metadata import ROCM_BOOTSTRAP, TORCHVISION, TRITON, metadata, requires_dist, splitter_lines, with_version
+
+REPO = Path(__file__).resolve().parent.parent
+INSTALLER = REPO / "recipes/_shared/install_wheels.py"
+PREBUILT = yaml.safe_load((REPO / "recipes/pytorch-prebuilt/recipe.yaml").read_text())
+
+
+def installer():
+    spec = importlib.util.spec_from_file_location("install_wheels_under_test", INSTALLER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def prebuilt_output(name: str) -> dict:
+    return next(o for o in PREBUILT["outputs"] if o["package"]["name"] == name)
+
+
+def install(wheel: Path, prefix: Path, python_version: str, satisfied_by: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(INSTALLER), str(wheel)], capture_output=True, text=True,
+                          env={"PREFIX": str(prefix), "PYTHON_VERSION": python_version, "SATISFIED_BY": satisfied_by})
+
+
+def test_real_triton_metadata_passes_the_requirement_check_of_the_triton_repack(tmp_path):
+    """PyPI's triton 3.8.0 says `Requires-Dist: importlib-metadata; python_version < "3.10"` (AMD's wheel is built
+    from the same setup.py): for Python 3.12 nothing is missing, with exactly the SATISFIED_BY the recipe's triton
+    output sets. For Python 3.9 the same line applies, and the build stops naming it."""
+    real = metadata(TRITON)
+    assert 'importlib-metadata; python_version < "3.10"' in requires_dist(real)  # what makes this test worth having
+    amd = with_version(real, "triton", "3.8.0+git669b31ac.rocm10.1.0")
+    wheel = make_wheel(tmp_path, "triton", "3.8.0+git669b31ac.rocm10.1.0", "cp312-cp312-linux_x86_64",
+                       {"triton/__init__.py": ""}, metadata=amd)
+    satisfied_by = prebuilt_output("triton")["build"]["script"]["env"]["SATISFIED_BY"]
+    done = install(wheel, tmp_path / "py312", "3.12", satisfied_by)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "py312/lib/python3.12/site-packages/triton/__init__.py").is_file()
+    old_python = install(wheel, tmp_path / "py39", "3.9", satisfied_by)
+    assert old_python.returncode == 1 and "Traceback" not in old_python.stderr
+    assert 'requires importlib-metadata; python_version < "3.10", which no run requirement' in old_python.stderr
+
+
+def test_an_extras_requirement_counts_only_where_that_extra_is_asked_for():
+    """Real torchvision METADATA (its gdown and scipy extras) with the splitter's device extras: none of those is a
+    run requirement; asked for, an extra's requirement is one."""
+    vision = "0.29.0a0+rocm10.1.0"
+    lines = requires_dist(with_version(metadata(TORCHVISION), "torchvision", vision,
+                                       add=splitter_lines("amd-torchvision-device", vision, {"gfx942": ["gfx942"]})))
+    check = installer().unsatisfied
+    provided = {"numpy", "pillow", "pytorch", "rocm-bootstrap"}
+    assert check(lines, set(), provided, "3.12") == []
+    assert check(lines, set(), provided, "3.12", frozenset({"gdown"})) == ["gdown (>=4.7.3) ; extra == 'gdown'"]
+    assert check(lines, set(), provided, "3.12", frozenset({"device-gfx942"})) == [
+        f'amd-torchvision-device-gfx942 == {vision}; extra == "device-gfx942"']
+    # rocm-bootstrap is not the SDK: the SDK does not satisfy it
+    assert check(lines, set(), {"numpy", "pillow", "pytorch", "rocm-sdk"}, "3.12") == ["rocm-bootstrap"]
+
+
+def test_the_build_and_the_pypi_table_evaluate_markers_for_the_same_place():
+    """install_wheels.py (in the build, standard library + packaging) and `pypi add` (the orchestrator) each hold
+    the marker values of a Linux x86_64 CPython: they must be the same values."""
+    assert installer().marker_environment("3.12") == marker_environment("3.12")
+
+
+def test_rocm_bootstrap_is_its_own_package_pinned_to_the_real_wheel():
+    table = load_table(REPO / "variants")
+    entry = table.entries["rocm-bootstrap"]
+    assert (entry.pypi, entry.version, entry.file, entry.sha256) == (
+        ROCM_BOOTSTRAP.project, ROCM_BOOTSTRAP.version, ROCM_BOOTSTRAP.file, ROCM_BOOTSTRAP.sha256)
+    assert entry.license == "MIT" and (REPO / "recipes/pypi" / entry.license_file).is_file()
+    real = metadata(ROCM_BOOTSTRAP)
+    # its depends are what its own METADATA says (only a `dev` extra's pytest, dropped), as `pypi add` translates it
+    requires_python = next(line.split(":", 1)[1].strip() for line in real.splitlines() if line.startswith("Requires-Python:"))
+    assert list(entry.depends) == conda_depends(requires_dist(real), requires_python, True, "3.12", table)
+    assert "rocm-bootstrap" not in installer().CONDA_NAMES
+
+
+@pytest.mark.parametrize("output", ["pytorch-base", "torchvision"])
+def test_the_split_host_wheels_repacks_require_rocm_bootstrap(output):
+    recipe = prebuilt_output(output)
+    assert "rocm-bootstrap" in recipe["requirements"]["run"]
+    assert "rocm-bootstrap" in recipe["build"]["script"]["env"]["SATISFIED_BY"].split()
+
+
+def test_every_triton_output_brings_a_c_compiler():
+    source = yaml.safe_load((REPO / "recipes/triton-rocm/recipe.yaml").read_text())
+    assert "gcc" in source["requirements"]["run"]
+    assert "gcc" in prebuilt_output("triton")["requirements"]["run"]
