@@ -207,15 +207,9 @@ class Decider:
 
     def sdist_fact(self, owner: str, key: str, label: str) -> tuple[str, str]:
         """(value, source) of a declared fact read from a file of the release's PyPI sdist."""
-        spec, project = self.read[owner][key], self.component(owner).pypi()
-        sdists = [f for f in self.world.files(project, label) if str(f.get("filename", "")).endswith(".tar.gz")]
-        if not sdists:
-            raise ReadError(f"{project} {label} has no sdist on {self.world.pypi_url}")
-        members = self.world.sdist_members(sdists[0]["url"], re.compile(r"^[^/]+/" + re.escape(spec["sdist_file"]) + "$"))
-        source = f"{sdists[0]['filename']} {spec['sdist_file']}"
-        if not members:
-            raise ReadError(f"{source} does not exist")
-        return pattern_value(next(iter(members.values())), spec["pattern"], source), source
+        spec = self.read[owner][key]
+        found = self.world.sdist_file(self.component(owner).pypi(), label, spec["sdist_file"])
+        return pattern_value(str(found.value), spec["pattern"], found.source), found.source
 
     def tag_of(self, owner: str, version: str) -> str:
         return self.read[owner]["tag"].format(version=version)
