@@ -12,7 +12,8 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .contract import FAILED, OK, SKIPPED, Outcome
-from .imports import Closure, Root, conda_name, distribution_of, import_closure, normalize
+from .imports import (Closure, Root, conda_name, distribution_of, import_closure, module_exists, needed_modules,
+                      normalize, unmet_needs)
 from .recipes import load_recipe_yaml
 
 LEFT_OUT_KEY = "left_out_requirements"  # recipe extra: {PyPI name: why it is not a run requirement}
@@ -165,3 +166,40 @@ def check_requirements_accounted(contract: ImportContract, workspace: Path, sour
                                f"{', '.join(contract.requirement_files)}: " + "; ".join(drift))
     return Outcome(OK, f"{len(listed)} upstream requirements: {len(listed) - len(set(listed) & set(left_out))} "
                        f"required, {len(set(listed) & set(left_out))} left out with a reason")
+
+
+@dataclass(frozen=True)
+class ModuleContract:
+    """Every module of `provider` that the importer's code imports (function bodies included) exists in the
+    provider's checkout at our pin: the importer's features that use it would fail on first use otherwise."""
+
+    importer: str  # recipe folder of the importer's checkout (and its package)
+    provider: str  # recipe folder of the provider's checkout (and its package)
+    # old module names the provider resolves at run time: (package, dict literal in its __init__.py)
+    alias_maps: tuple[tuple[str, str], ...] = ()
+
+
+MODULE_CONTRACTS = (
+    # vLLM's ROCm kernels come from aiter, imported where each feature runs (vllm/_aiter_ops.py, attention
+    # backends, MoE experts, models/*/amd); aiter keeps old flat module names through a finder
+    # (aiter/ops/triton/__init__.py _BACKWARD_COMPAT_MAP).
+    ModuleContract("vllm", "aiter", (("aiter.ops.triton", "_BACKWARD_COMPAT_MAP"),)),
+)
+
+
+def check_modules_exist(contract: ModuleContract, sources: Path) -> Outcome:
+    importer, provider = sources / contract.importer, sources / contract.provider
+    missing = [name for name in (contract.importer, contract.provider) if not (sources / name).is_dir()]
+    if missing:
+        return Outcome(SKIPPED, f"no checkout of {' or '.join(missing)}")
+    needs = needed_modules(importer, contract.importer, contract.provider)
+    unmet = unmet_needs(needs, module_exists(provider, contract.alias_maps))
+    if unmet:
+        by_module: dict[str, list[str]] = {}
+        for line in unmet:
+            module, _, where = line.partition(" (")
+            by_module.setdefault(module, []).append(where.rstrip(")"))
+        listed = "; ".join(f"{m} ({', '.join(w)})" for m, w in sorted(by_module.items()))
+        return Outcome(FAILED, f"{len(by_module)} {contract.provider} modules that {contract.importer} imports do not "
+                               f"exist at our {contract.provider} pin: {listed}")
+    return Outcome(OK, f"all {len(needs)} {contract.provider} imports of {contract.importer} resolve at our pin")

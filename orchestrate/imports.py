@@ -24,6 +24,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 # Exceptions whose handler means "this import is optional".
 OPTIONAL_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
@@ -248,3 +249,75 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     names = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds] if kinds is not None else []
     return any((isinstance(n, ast.Name) and n.id in OPTIONAL_IMPORT_ERRORS) or
                (isinstance(n, ast.Attribute) and n.attr in OPTIONAL_IMPORT_ERRORS) for n in names)
+
+
+# --- which modules of another package a package imports anywhere --------------------------------------------
+
+Need = tuple  # (module, "path:line", maybe_attribute), or a tuple of alternatives: lists of needs, any one suffices
+
+
+def needed_modules(source_root: Path, package: str, provider: str) -> list[Need]:
+    """Every import of a `provider` module anywhere in `package`'s source, function bodies included (a feature
+    imports its kernels when it runs). A `try:` whose handlers catch ImportError is a set of alternatives:
+    its body's needs, or one handler's (vLLM tries aiter's new module path, then the old one)."""
+    needs: list[Need] = []
+    for path in sorted((source_root / package).rglob("*.py")):
+        parts = path.relative_to(source_root).with_suffix("").parts
+        is_package = path.name == "__init__.py"
+        module = ".".join(parts[:-1] if is_package else parts)
+        tree = ast.parse(path.read_text(errors="replace"), str(path))
+        needs += _needs(tree.body, module, is_package, provider, str(path.relative_to(source_root)))
+    return needs
+
+
+def _needs(statements: list[ast.stmt], module: str, is_package: bool, provider: str, where: str) -> list[Need]:
+    found: list[Need] = []
+    for node in statements:
+        if isinstance(node, ast.Import):
+            found += [(a.name, f"{where}:{node.lineno}", False) for a in node.names
+                      if a.name.split(".", 1)[0] == provider]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node, module, is_package)
+            if base.split(".", 1)[0] == provider:
+                found.append((base, f"{where}:{node.lineno}", False))
+                found += [(f"{base}.{a.name}", f"{where}:{node.lineno}", True) for a in node.names if a.name != "*"]
+        elif isinstance(node, ast.Try) and any(_catches_import_error(h) for h in node.handlers):
+            branches = [b for b in [_needs(node.body, module, is_package, provider, where)]
+                        + [_needs(h.body, module, is_package, provider, where) for h in node.handlers] if b]
+            if len(branches) > 1:  # one branch alone is optional: the handler copes without it
+                found.append(tuple(branches))
+            found += _needs(node.orelse + node.finalbody, module, is_package, provider, where)
+        else:
+            bodies = [getattr(node, name, None) for name in ("body", "orelse", "finalbody")]
+            bodies += [h.body for h in getattr(node, "handlers", [])] + [c.body for c in getattr(node, "cases", [])]
+            for body in bodies:
+                if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                    found += _needs(body, module, is_package, provider, where)
+    return found
+
+
+def unmet_needs(needs: list[Need], exists: Callable[[str], bool]) -> list[str]:
+    """The needs whose module does not exist ("module (path:line)"); `from X import a` counts X.a only where it
+    is a submodule (a name defined in X cannot be read without running it)."""
+    unmet = []
+    for need in needs:
+        if isinstance(need[0], list):
+            branches = [unmet_needs(branch, exists) for branch in need]
+            if all(branches):
+                unmet.append("none of: " + " | ".join(", ".join(b) for b in branches))
+        elif not need[2] and not exists(need[0]):
+            unmet.append(f"{need[0]} ({need[1]})")
+    return unmet
+
+
+def module_exists(source_root: Path, alias_maps: tuple[tuple[str, str], ...] = ()) -> Callable[[str], bool]:
+    """Whether a module has source under source_root, or is an old name a package's __init__.py maps to a new
+    one (alias_maps: (package, name of a dict literal {old: new relative name}), resolved by a finder at run time)."""
+    aliases: dict[str, str] = {}
+    for package, name in alias_maps:
+        path = module_path(source_root, package)
+        tree = ast.parse(path.read_text()) if path else ast.Module(body=[], type_ignores=[])
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                aliases.update({f"{package}.{old}": f"{package}.{new}" for old, new in ast.literal_eval(node.value).items()})
+    return lambda module: _is_module(source_root, aliases.get(module, module))

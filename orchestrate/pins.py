@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ CURRENT, NEWER, AHEAD, NOT_COMPARED, ERROR = "current", "newer available", "ahea
 # States of a coupling row.
 OK, BROKEN, DIFFERS, UNKNOWN, OFFLINE = "ok", "BROKEN", "differs", "unknown", "checked offline"
 JSON_METADATA = "PyPI JSON"
+VLLM_ROCM_SET = "vllm_rocm_set"  # variants/upstreams.yaml: what the pinned vLLM builds on ROCm, beside ours
 
 
 @dataclass
@@ -94,6 +96,8 @@ def run(args, reporter: Reporter) -> int:
     if lookups and all(lk.unreachable for lk in lookups.values()):
         raise UserError(f"cannot reach PyPI or GitHub ({pypi_url}, {git_base}): check the network or a proxy")
     report = make_report(upstreams, pins, lookups, pypi_url, git_base)
+    report["vllm_rocm_set"] = vllm_rocm_set(workspace, upstreams, pins, World(pypi_url, git_base, None, "", args.timeout))
+    note_vllm_differences(report)
     report["amd_index"] = amd_index_rows(workspace, pins, args.timeout)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -178,6 +182,54 @@ def amd_index_rows(workspace: Path, pins: Pins, timeout: float) -> list[dict]:
                 row["error"] = f"{index} has no project {project}"
         rows.append(row)
     return rows
+
+
+def vllm_rocm_set(workspace: Path, upstreams: Upstreams, pins: Pins, world: World) -> dict:
+    """What the pinned vLLM builds and tests on ROCm (the ARGs of upstreams.yaml vllm_rocm_set.file in its PyPI
+    sdist) beside our pins, with upstreams.yaml's reason where they differ; that reason is also a note of the
+    component row it names. Empty where upstreams.yaml declares no set."""
+    spec = read_mapping(upstreams.path).get(VLLM_ROCM_SET) or {}
+    if not spec:
+        return {}
+    label = pins.version(upstreams.components["vllm"].version_key)
+    found = {"file": spec["file"], "vllm": label, "source": "", "error": "", "rows": []}
+    try:
+        read = world.sdist_file(upstreams.components["vllm"].pypi(), label, spec["file"])
+    except ReadError as exc:
+        found["error"] = str(exc)
+        return found
+    finally:
+        shutil.rmtree(world.cache, ignore_errors=True)
+    found["source"] = read.source
+    args = dict(re.findall(r'^ARG (\w+)="?([^"\s]*)"?', str(read.value), re.M)[::-1])  # the first ARG of a name
+    table = ArchitectureTable.load(workspace / "variants")
+    for item in spec["args"]:
+        theirs, ours = args.get(item["arg"]), _ours(item["ours"], pins, table)
+        same = theirs is not None and ours is not None and (
+            theirs == ours or (re.fullmatch(r"[0-9a-f]{7,40}", theirs) is not None and ours.startswith(theirs))
+            or set(theirs.split(";")) == set(ours.split(";")))
+        found["rows"].append({"arg": item["arg"], "vllm": theirs, "ours": ours, "component": item.get("component"),
+                              "state": "same" if same else "differs" if theirs is not None else "not in the file",
+                              "why": "" if same else " ".join(str(item.get("why", "")).split())})
+    return found
+
+
+def note_vllm_differences(report: dict) -> None:
+    """Each component row that the vLLM set names says where vLLM's file differs from our pin, and why."""
+    vllm_set = report.get("vllm_rocm_set") or {}
+    for item in vllm_set.get("rows", []):
+        row = next((r for r in report["components"] if r["component"] == item["component"]), None)
+        if row is not None and item["state"] == "differs":
+            row["notes"].append(f"vLLM {vllm_set['vllm']}'s {vllm_set['file']} has {item['arg']}={item['vllm']}: "
+                                f"{item['why']}")
+
+
+def _ours(spec, pins: Pins, table: ArchitectureTable) -> str | None:
+    if isinstance(spec, str):
+        return spec.format(**pins.versions)
+    if "source" in spec:
+        return pins.git_rev(spec["source"], spec.get("git"))
+    return ";".join(n for n in table.names() if table.get(n).variant_keys().get("aiter_support") == [spec["aiter"]])
 
 
 def _series(version: str) -> str:
@@ -377,6 +429,7 @@ def make_report(upstreams: Upstreams, pins: Pins, lookups: dict[tuple, Lookup], 
 
 def show(report: dict, reporter: Reporter) -> None:
     rows = []
+    vllm_set = report.get("vllm_rocm_set") or {}
     for row in report["components"]:
         state = row["state"] if not row["errors"] else f"{row['state']}: {'; '.join(row['errors'])}"
         notes = "; ".join(n for n in row["notes"] if n)
@@ -390,6 +443,13 @@ def show(report: dict, reporter: Reporter) -> None:
         detail = row["detail"] + (f"; {row['newest_needs']}" if row["newest_needs"] else "")
         rows.append([row["pins"][0] + " <-> " + row["pins"][1], row["rule"], pinned, row["state"], detail])
     reporter.table("Couplings (pins that move together)", ["pins", "rule", "pinned", "state", "upstream says"], rows)
+    if vllm_set:
+        title = f"vLLM {vllm_set['vllm']}'s ROCm set ({vllm_set['source'] or vllm_set['file']}) beside ours"
+        if vllm_set["error"]:
+            reporter.line(f"{title}: not read ({vllm_set['error']})")
+        else:
+            reporter.table(title, ["ARG", "vLLM", "ours", "state", "why ours differs"],
+                           [[r["arg"], r["vllm"] or "-", r["ours"] or "-", r["state"], r["why"]] for r in vllm_set["rows"]])
     if report.get("amd_index"):
         rows = [[r["what"], r["pinned"], r["newest"] or "-", r["error"] or ("current" if r["newest"] == r["pinned"] else
                                                                           "newer available" if r["newest"] else "none found")]

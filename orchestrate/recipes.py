@@ -301,14 +301,18 @@ def requirement_names(stage1: dict) -> set[str]:
 
 
 def referenced_patches(stage1: dict, recipe_path: Path) -> list[Path]:
-    """Every patch the rendered sources name; a missing file is an error that names it."""
+    """Every patch the rendered sources name, and every patch the build script applies itself (named in its
+    ROCM_STACK_PATCHES, recipes/_shared/record-patches.sh: a source rattler-build does not unpack, such as a
+    wheel); a missing file is an error that names it."""
     patches = []
-    for source in stage1.get("source", []) or []:
-        for patch in source.get("patches", []) or []:
-            path = (recipe_path.parent / str(patch)).resolve()
-            if not path.is_file():
-                raise UserError(f"{recipe_path}: patch {patch} does not exist ({path}): add the file or remove it from the recipe")
-            patches.append(path)
+    script = (stage1.get("build") or {}).get("script")
+    applied = str(((script or {}).get("env") or {}).get("ROCM_STACK_PATCHES") or "") if isinstance(script, dict) else ""
+    named = [patch for source in stage1.get("source", []) or [] for patch in source.get("patches", []) or []]
+    for patch in dict.fromkeys(named + applied.split()):
+        path = (recipe_path.parent / str(patch)).resolve()
+        if not path.is_file():
+            raise UserError(f"{recipe_path}: patch {patch} does not exist ({path}): add the file or remove it from the recipe")
+        patches.append(path)
     return patches
 
 

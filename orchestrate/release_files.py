@@ -153,6 +153,17 @@ class World:
                               f"{sdists[0]['filename']} {path.split('/', 1)[1]}"))
         return found
 
+    def sdist_file(self, name: str, label: str, path: str) -> Read:
+        """The text of one file of a release's PyPI sdist (path relative to the sdist's top folder)."""
+        sdists = [f for f in self.files(name, label) if str(f.get("filename", "")).endswith(".tar.gz")]
+        if not sdists:
+            raise ReadError(f"{name} {label} has no sdist on {self.pypi_url}")
+        members = self.sdist_members(sdists[0]["url"], re.compile(r"^[^/]+/" + re.escape(path) + "$"))
+        source = f"{sdists[0]['filename']} {path}"
+        if not members:
+            raise ReadError(f"{source} does not exist")
+        return Read(next(iter(members.values())), source, sdists[0]["filename"])
+
     def sdist_members(self, url: str, pattern: re.Pattern) -> dict[str, str]:
         """The text of the sdist's files whose path matches (downloaded whole: a tarball has no directory)."""
         if url not in self._sdists:

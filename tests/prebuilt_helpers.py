@@ -198,13 +198,14 @@ def _rocm_sdist(folder: Path) -> Path:
     return path
 
 
-def write_host_artifacts(folder: Path) -> dict[str, Path]:
-    """The four arch-neutral artifacts, keyed like variants/prebuilt.yaml."""
+def write_host_artifacts(folder: Path, core_extra: dict[str, tuple[bytes, bool]] | None = None) -> dict[str, Path]:
+    """The four arch-neutral artifacts, keyed like variants/prebuilt.yaml; `core_extra`: more rocm-sdk-core files."""
     folder.mkdir(parents=True, exist_ok=True)
     core_scripts = "[console_scripts]\n" + "".join(
         f"{name} = rocm_sdk_core._cli:{name}\n" for name in ("hipcc", "hipconfig", "amdclang"))
     core = {**_text(CORE_FILES), "_rocm_sdk_core/__init__.py": (b"", False),
-            "rocm_sdk_core/__init__.py": (b"", False), "rocm_sdk_core/_cli.py": (CORE_CLI.encode(), False)}
+            "rocm_sdk_core/__init__.py": (b"", False), "rocm_sdk_core/_cli.py": (CORE_CLI.encode(), False),
+            **(core_extra or {})}
     libraries = {**_text(LIBRARIES_FILES), "_rocm_sdk_libraries/__init__.py": (b"", False),
                  "rocm_sdk_libraries/__init__.py": (b"", False)}
     devel = {"rocm_sdk_devel/__init__.py": (b"", False), "rocm_sdk_devel/_devel.tar": (_devel_tar(), False)}
@@ -264,13 +265,13 @@ class PrebuiltIndex:
         return keys
 
 
-def make_index(root: Path, gfxs: list[str]) -> PrebuiltIndex:
+def make_index(root: Path, gfxs: list[str], core_extra: dict[str, tuple[bytes, bool]] | None = None) -> PrebuiltIndex:
     """Every SDK artifact of 10.1.0 (host + one device wheel per gfx) on one synthetic index."""
     root.mkdir(parents=True, exist_ok=True)
     index = PrebuiltIndex(root)
     projects = {"rocm_sdk_core": "rocm-sdk-core", "rocm_sdk_libraries": "rocm-sdk-libraries",
                 "rocm_sdk_devel": "rocm-sdk-devel", "rocm": "rocm"}
-    for key, path in write_host_artifacts(root).items():
+    for key, path in write_host_artifacts(root, core_extra).items():
         index.add(key, projects[key], path)
     for gfx in gfxs:
         index.add(f"rocm_sdk_device:{gfx}", f"rocm-sdk-device-{gfx}", write_device_wheel(root, gfx))

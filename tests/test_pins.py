@@ -34,7 +34,7 @@ class PyPI(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 (http.server's naming)
         document = self.server.documents.get(self.path)
-        body = b'{"message": "Not Found"}' if document is None else \
+        body = b'{"message": "Not Found"}' if document is None else document if isinstance(document, bytes) else \
             document.encode() if isinstance(document, str) else json.dumps(document).encode()
         self.send_response(200 if document is not None else 404)
         self.send_header("Content-Type", "application/json")
@@ -306,3 +306,49 @@ def test_pins_names_a_wheel_whose_metadata_does_not_parse_instead_of_guessing(py
     coupling = next(line for line in out.splitlines() if line.startswith("pytorch <-> triton"))
     assert "unknown" in coupling and f"{wheel} is not a readable wheel (" in coupling, coupling
     assert "Traceback" not in err and "PyPI JSON" not in coupling
+
+
+# The ARGs of vLLM 0.33.0's docker/Dockerfile.rocm_base (its PyPI sdist), as the file has them.
+DOCKERFILE_ROCM_BASE = """ARG BASE_IMAGE=ubuntu:22.04
+ARG PYTHON_VERSION=3.12
+ARG TORCH_VERSION=2.13.0+rocm10.0.0
+ARG TRITON_BRANCH="669b31ac" # release/internal/3.8.x as of 09/29/2026
+ARG FA_BRANCH="0e60e394"
+ARG AITER_BRANCH="v0.1.26"
+ARG ROCM_SDK_VERSION=10.0.0
+ARG AITER_ROCM_ARCH="gfx942;gfx950"
+FROM ${BASE_IMAGE} AS base
+ARG AITER_BRANCH
+"""
+
+
+def test_pins_shows_vllms_rocm_set_beside_ours_and_why_they_differ(pypi, tmp_path, capsys):
+    import io
+    import tarfile
+    publish_current_world(pypi, tmp_path / "git")
+    vllm = PIN["vllm_version"]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        data = DOCKERFILE_ROCM_BASE.encode()
+        info = tarfile.TarInfo(f"vllm-{vllm}/docker/Dockerfile.rocm_base")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    pypi.documents[f"/packages/vllm-{vllm}.tar.gz"] = buffer.getvalue()
+    code, out, err = pins(capsys, REPO, "--pypi-url", pypi.url, "--git-base", str(tmp_path / "git"), "--json")
+    found = json.loads(out)["vllm_rocm_set"]
+    assert found["source"] == f"vllm-{vllm}.tar.gz docker/Dockerfile.rocm_base"
+    rows = {r["arg"]: r for r in found["rows"]}
+    assert (rows["AITER_BRANCH"]["vllm"], rows["AITER_BRANCH"]["ours"]) == ("v0.1.26", f"v{PIN['aiter_version']}")
+    assert rows["AITER_BRANCH"]["state"] == "differs" and "held" in rows["AITER_BRANCH"]["why"]
+    assert rows["TORCH_VERSION"]["ours"] == f"{PIN['prebuilt_pytorch_version']}+rocm{PIN['rocm_sdk_version']}"
+    # a short commit is the same as our full one; the architecture lists compare as sets
+    assert rows["TRITON_BRANCH"]["state"] == rows["AITER_ROCM_ARCH"]["state"] == "same"
+    assert not rows["TRITON_BRANCH"]["why"]
+    # the aiter row names the file, so a held aiter is never a silent difference
+    aiter = next(r for r in json.loads(out)["components"] if r["component"] == "aiter")
+    assert any("docker/Dockerfile.rocm_base has AITER_BRANCH=v0.1.26: held" in n for n in aiter["notes"])
+    code, out, err = pins(capsys, REPO, "--pypi-url", pypi.url, "--git-base", str(tmp_path / "git"))
+    assert f"vLLM {vllm}'s ROCm set (vllm-{vllm}.tar.gz docker/Dockerfile.rocm_base) beside ours" in out
+    del pypi.documents[f"/packages/vllm-{vllm}.tar.gz"]
+    code, out, err = pins(capsys, REPO, "--pypi-url", pypi.url, "--git-base", str(tmp_path / "git"))
+    assert f"vLLM {vllm}'s ROCm set (docker/Dockerfile.rocm_base) beside ours: not read (" in out

@@ -459,3 +459,21 @@ def test_bump_options_without_bump_are_a_usage_error(capsys):
     capsys.readouterr()
     assert main(["pins", "--write"]) == 2
     assert capsys.readouterr().err.strip() == "error: --write work with --bump only: add --bump"
+
+
+def test_aiter_is_coupled_to_the_aiter_vllms_rocm_images_build(world, workspace, capsys):
+    """vLLM's docker/Dockerfile.rocm_base AITER_BRANCH is a floor whose tag must resolve to a commit."""
+    world.aiter_release()
+    code, out, _ = bump(capsys, world, workspace, "--json")
+    aiter = rows(out)["aiter"]
+    assert aiter["decision"] == "moves" and aiter["to"] == "0.1.21"
+    assert (f"vllm 0.33.0 builds aiter v0.1.20.post1 = {world.commits['aiter-v0.1.20.post1'][:12]} "
+            "(vllm-0.33.0.tar.gz docker/Dockerfile.rocm_base)") in aiter["reason"]
+    # vLLM 0.33.0's own file names v0.1.26, a tag ROCm/aiter does not have here: unknown, naming the file
+    world.pypi("vllm", "0.33.0", ["torch==2.14.0", "torchaudio==2.11.0"], rocm_requires=["conch-triton-kernels==1.2.1"],
+               torch_rocm="2.14.0", sdist_files={"docker/Dockerfile.rocm_base": 'ARG AITER_BRANCH="v0.1.26"\n'})
+    code, out, _ = bump(capsys, world, workspace, "--json")
+    aiter = rows(out)["aiter"]
+    assert aiter["decision"] == "unknown" and rows(out)["flydsl"]["decision"] == "held"
+    assert aiter["reason"] == ("vllm 0.33.0 builds aiter v0.1.26 (vllm-0.33.0.tar.gz docker/Dockerfile.rocm_base), "
+                               "which ROCm/aiter has no release tag for: its commit cannot be verified")

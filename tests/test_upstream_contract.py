@@ -83,6 +83,13 @@ def test_every_upstream_requirement_is_required_or_left_out_with_a_reason(spec):
     settle(import_contract.check_requirements_accounted(spec, REPO, SOURCES))
 
 
+@needs_sources
+@pytest.mark.parametrize("spec", import_contract.MODULE_CONTRACTS,
+                         ids=[f"{c.importer}->{c.provider}" for c in import_contract.MODULE_CONTRACTS])
+def test_every_module_vllm_imports_from_aiter_exists_at_our_aiter_pin(spec):
+    settle(import_contract.check_modules_exist(spec, SOURCES))
+
+
 # --- what runs in CI, without sources ---------------------------------------------------------------------
 
 def test_every_pinned_version_has_an_upstream():
@@ -387,3 +394,42 @@ def test_vllm_recipe_leaves_out_nothing_it_requires():
     assert {"oss-harmony", "xgrammar", "uvloop", "pytorch", "triton"} <= run
     assert left_out and all(left_out.values())
     assert not {n for n in left_out if normalize(conda_name(n)) in run}
+
+
+# A vLLM-like importer and an aiter-like provider: what vLLM's code does (imports in functions, a new module
+# path tried before the old one, flat names aiter maps to new ones).
+IMPORTER = {
+    "user/__init__.py": "",
+    "user/ops.py": ("def kernel():\n    from prov.ops.kernel import run\n    import prov.ops.gone\n\n\n"
+                    "def routing():\n    try:\n        from prov.ops.moe.routing import r\n"
+                    "    except ImportError:\n        from prov.ops.routing import r\n"
+                    "    from prov.ops import flat_name\n    from prov.ops.kernel import not_a_module\n"),
+    "user/optional.py": "try:\n    import prov.ops.extra\nexcept ImportError:\n    extra = None\n",
+}
+PROVIDER = {
+    "prov/__init__.py": "",
+    "prov/ops/__init__.py": "_ALIASES = {'flat_name': 'deep.flat_name'}\n",
+    "prov/ops/kernel.py": "def run(): pass\n",
+    "prov/ops/routing.py": "r = 1\n",
+    "prov/ops/deep/__init__.py": "",
+    "prov/ops/deep/flat_name.py": "",
+}
+
+
+def test_module_contract_finds_what_the_provider_lacks(tmp_path):
+    for files, root in ((IMPORTER, "user"), (PROVIDER, "prov")):
+        for name, text in files.items():
+            (tmp_path / root / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / root / name).write_text(text)
+    spec = import_contract.ModuleContract("user", "prov", (("prov.ops", "_ALIASES"),))
+    outcome = import_contract.check_modules_exist(spec, tmp_path)
+    # only prov.ops.gone: the old routing path stands in for the new one, flat_name is mapped, the optional
+    # import copes without its module, and not_a_module is a name in kernel.py
+    assert outcome.status == contract.FAILED
+    assert outcome.message.endswith("do not exist at our prov pin: prov.ops.gone (user/ops.py:3)"), outcome.message
+    (tmp_path / "prov/prov/ops/gone.py").write_text("")
+    assert import_contract.check_modules_exist(spec, tmp_path).status == contract.OK
+    (tmp_path / "prov/prov/ops/routing.py").unlink()
+    assert "none of: prov.ops.moe.routing (user/ops.py:8) | prov.ops.routing (user/ops.py:10)" in \
+        import_contract.check_modules_exist(spec, tmp_path).message
+    assert import_contract.check_modules_exist(spec, tmp_path / "nowhere").status == contract.SKIPPED

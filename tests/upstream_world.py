@@ -247,7 +247,7 @@ class World:
         """A release with a Linux wheel (its METADATA says `requires`; PyPI's JSON says `json_requires`, by
         default the same) and an sdist (PKG-INFO and, for vLLM, requirements/rocm.txt, CMakeLists.txt's
         TORCH_SUPPORTED_VERSION_ROCM `torch_rocm` and docker/Dockerfile.rocm's triton_kernels commit, as the
-        ARG `kernels_arg`; and any further `sdist_files`)."""
+        ARG `kernels_arg`, docker/Dockerfile.rocm_base's AITER_BRANCH (our pin); and any further `sdist_files`)."""
         document = self.json.setdefault(f"/pypi/{name}/json", {"info": {"name": name}, "releases": {}})
         document["info"].update({"version": version, "requires_dist": json_requires if json_requires is not None else requires})
         underscored = name.replace("-", "_")
@@ -261,6 +261,8 @@ class World:
             "requirements/common.txt": "regex\n",
             "requirements/rocm.txt": "-r common.txt\n" + "".join(f"{line}\n" for line in rocm_requires or []),
             "docker/Dockerfile.rocm": f"ARG {kernels_arg}={self.commits.get(TRITON_KERNELS.get(version, ''), '0' * 40)}\n",
+            # the aiter vLLM's ROCm images build, as vLLM 0.33.0's file writes it (ARG AITER_BRANCH="v0.1.26")
+            "docker/Dockerfile.rocm_base": 'ARG AITER_BRANCH="v0.1.20.post1"\n',
             **({"CMakeLists.txt": f'set(TORCH_SUPPORTED_VERSION_ROCM "{torch_rocm}")\n'} if torch_rocm else {}),
             **(sdist_files or {})})
         self.files[f"/files/{wheel_name}"], self.files[f"/files/{sdist_name}"] = wheel, sdist

@@ -119,6 +119,7 @@ def make_world(args, workspace: Path) -> World:
 def decide(decider: Decider) -> list[Group]:
     torch = decide_torch(decider)  # first: the PyPI repacks move within what the chosen vLLM requires
     decider.apply_hold(torch)
+    decider.vllm_label = decider.vllm_target(torch)  # aiter is coupled to the vLLM the result pins
     return decider.finish([torch, decider.flash_attn_group(), decider.aiter_group()])
 
 

@@ -150,7 +150,7 @@ BUMP_KEYS = {
     "read.aiter": ("repo", "tag", "flydsl_version", "ck_commit"),
     "read.flash-attn": ("repo", "tag", "ck_commit"),
     "read.composable-kernel": ("repo", "version"),
-    "read.vllm": ("rocm_requirements", "triton_kernels_commit", "torch_rocm_minimum"),
+    "read.vllm": ("rocm_requirements", "triton_kernels_commit", "torch_rocm_minimum", "aiter_branch"),
     "read.vllm.rocm_requirements": ("sdist_files",),
     "amd": ("rocm-sdk", "pytorch-amd", "triton-amd", "torchvision-amd", "torchaudio-amd"),
 }
@@ -207,15 +207,9 @@ class Decider:
 
     def sdist_fact(self, owner: str, key: str, label: str) -> tuple[str, str]:
         """(value, source) of a declared fact read from a file of the release's PyPI sdist."""
-        spec, project = self.read[owner][key], self.component(owner).pypi()
-        sdists = [f for f in self.world.files(project, label) if str(f.get("filename", "")).endswith(".tar.gz")]
-        if not sdists:
-            raise ReadError(f"{project} {label} has no sdist on {self.world.pypi_url}")
-        members = self.world.sdist_members(sdists[0]["url"], re.compile(r"^[^/]+/" + re.escape(spec["sdist_file"]) + "$"))
-        source = f"{sdists[0]['filename']} {spec['sdist_file']}"
-        if not members:
-            raise ReadError(f"{source} does not exist")
-        return pattern_value(next(iter(members.values())), spec["pattern"], source), source
+        spec = self.read[owner][key]
+        found = self.world.sdist_file(self.component(owner).pypi(), label, spec["sdist_file"])
+        return pattern_value(str(found.value), spec["pattern"], found.source), found.source
 
     def tag_of(self, owner: str, version: str) -> str:
         return self.read[owner]["tag"].format(version=version)
@@ -231,7 +225,7 @@ class Decider:
         torch = next((g for g in groups if g.name == "torch"), None)
         vllm = next((r for r in torch.rows if r.name == "vllm"), None) if torch else None
         vllm_moves = vllm is not None and vllm.decision == MOVES
-        self.vllm_label = (vllm.to if vllm_moves else vllm.pinned) if vllm else ""
+        self.vllm_label = self.vllm_target(torch)
         grouped = {name for names in self.groups.values() for name in names}
         for component in (c for c in self.upstreams.components.values() if c.name not in grouped):
             alone = self.alone(component)
@@ -247,6 +241,11 @@ class Decider:
                 if row.hold and row.decision in (CURRENT, HELD) and not row.reason.startswith("hold:"):
                     row.decision, row.reason = HELD, f"hold: {row.hold}" + (f" ({row.reason})" if row.reason else "")
         return groups
+
+    def vllm_target(self, torch: Group | None) -> str:
+        """The vLLM the result pins: the one the torch group moves to, else the pinned one."""
+        vllm = next((r for r in torch.rows if r.name == "vllm"), None) if torch else None
+        return (vllm.to if vllm.decision == MOVES else vllm.pinned) if vllm else ""
 
     def apply_hold(self, group: Group) -> None:
         """A pin held on purpose keeps the group where it is if it would have to move."""
@@ -346,6 +345,15 @@ class Decider:
         pinned = parse_version(aiter.pinned)
         newest = releases[-1] if releases else None
         aiter.reason = f"newest tag {newest[1] if newest else 'none'} ({repo})"
+        try:  # a coupling: our aiter is at least the one vLLM's ROCm images build, a tag whose commit we read
+            floor, floor_rule = self.vllm_aiter(tags, source)
+        except ReadError as exc:
+            aiter.decision, aiter.reason = UNKNOWN, str(exc)
+            flydsl.decision, flydsl.reason = HELD, f"aiter is unknown: {exc}"
+            return group
+        aiter.reason += f"; {floor_rule}"
+        if pinned is not None and pinned < floor and (aiter.hold or newest is None or newest[0] < floor):
+            aiter.reason += f"; our aiter {aiter.pinned} is below it"
         newest_flydsl = flydsl_releases[-1][1] if flydsl_releases else flydsl.pinned
         flydsl_rule = f"aiter {aiter.pinned} pins flydsl=={pinned_flydsl} ({flydsl_source})"
         if newest is None or pinned is None or newest[0] <= pinned or aiter.hold:
@@ -367,7 +375,7 @@ class Decider:
             flydsl.decision, flydsl.reason = HELD, f"aiter {tag} could not be read: {exc}"
             return group
         aiter.decision, aiter.to, aiter.notes_url = MOVES, version, f"https://github.com/{repo}/releases/tag/{tag}"
-        aiter.reason = f"{repo} tag {tag} = {commit[:12]}"
+        aiter.reason = f"{repo} tag {tag} = {commit[:12]}; {floor_rule}"
         old_ck = self.pins.git_rev("aiter", "composable_kernel")
         group.edits += [Edit("shared", "aiter_version", new=version),
                         Edit("literal", self.recipe_file("aiter"), pinned_commit, commit)]
@@ -380,6 +388,17 @@ class Decider:
         flydsl.reason = f"aiter {version} pins flydsl=={new_flydsl} ({new_source})"
         self.apply_hold(group)
         return group
+
+    def vllm_aiter(self, tags: dict[str, str], source) -> tuple:
+        """(version, rule) of the aiter tag the resulting vLLM's ROCm images build (bump.read.vllm.aiter_branch),
+        its commit read from the tag; a ReadError says why it cannot be, naming the file."""
+        label = self.vllm_label or self.pinned("vllm")
+        tag, where = self.sdist_fact("vllm", "aiter_branch", label)
+        parsed = source.version_of_tag(tag)
+        if tag not in tags or not parsed:
+            raise ReadError(f"vllm {label} builds aiter {tag} ({where}), which {self.read['aiter']['repo']} has no "
+                            "release tag for: its commit cannot be verified")
+        return parsed[0], f"vllm {label} builds aiter {tag} = {tags[tag][:12]} ({where})"
 
     # ---- components in no group: the PyPI repacks, within what vLLM requires ----
 

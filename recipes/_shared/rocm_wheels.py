@@ -6,6 +6,8 @@ read at TheRock 89553ce3). Standard library only: the recipes run it with $PYTHO
     "$PYTHON" rocm_wheels.py expand-devel SITE_PACKAGES                      rocm-sdk-devel's _devel.tar -> _rocm_sdk_devel/
     "$PYTHON" rocm_wheels.py link-device SITE_PACKAGES                       a device wheel's files -> _rocm_sdk_devel/
     "$PYTHON" rocm_wheels.py licenses DESTINATION DEVEL_WHEEL_DIR            the devel tree's license files -> DESTINATION/
+    "$PYTHON" rocm_wheels.py amd-smi-tree DESTINATION CORE_WHEEL_DIR          core's share/amd_smi (no bundled .so) -> DESTINATION/
+    "$PYTHON" rocm_wheels.py install-tree SITE_PACKAGES BIN_DIR TREE          a pure-Python pyproject.toml tree, as its wheel
 
 Why the installed tree differs from `rocm-sdk init` in two places (both keep the prefix complete and read-only):
 - init turns the devel tarball's file symlinks into hard links. A conda package stores a hard link as a second
@@ -87,12 +89,12 @@ def install_wheel(wheel: Path, site: Path, bin_dir: Path, python_version: str, s
     return dist_info
 
 
-def install_sdist_tree(tree: Path, site: Path, bin_dir: Path, python_version: str) -> Path:
+def install_sdist_tree(tree: Path, site: Path, bin_dir: Path, python_version: str, pkg_info: str | None = None) -> Path:
     """The `rocm` selector is an sdist (TheRock publish_rocm_to_release_buckets.py: rocm-<version>.tar.gz).
     Its setup.py only chooses pip dependencies for the GPU it finds, which conda decides instead, so it is
-    installed as the wheel setuptools would build: src/<packages> plus a dist-info from PKG-INFO and the
-    egg-info's entry points."""
-    pkg_info = (tree / "PKG-INFO").read_text()
+    installed as the wheel setuptools would build: src/<packages> plus a dist-info from PKG-INFO (or `pkg_info`,
+    for a tree that has none) and the egg-info's entry points."""
+    pkg_info = pkg_info if pkg_info is not None else (tree / "PKG-INFO").read_text()
     fields = dict(re.findall(r"^(Name|Version): *(.+)$", pkg_info, re.M))
     if "Name" not in fields or "Version" not in fields:
         raise InstallError(f"{tree}/PKG-INFO names no Name/Version: not an sdist")
@@ -140,6 +142,47 @@ def install_source(folder: Path, site: Path, bin_dir: Path, python_version: str,
     if len(wheels) != 1:
         raise InstallError(f"{folder} holds {len(wheels)} wheels and no sdist: expected exactly one")
     return install_wheel(wheels[0], site, bin_dir, python_version, skip)
+
+
+# --- amdsmi: the Python bindings rocm-sdk-core ships as sources ------------------------------------------------
+
+AMD_SMI_TREE = "_rocm_sdk_core/share/amd_smi/"
+
+
+def amd_smi_tree(destination: Path, folder: Path) -> Path:
+    """rocm-sdk-core carries the amdsmi bindings as a source tree, _rocm_sdk_core/share/amd_smi (pyproject.toml,
+    amdsmi/; rocm-systems projects/amdsmi/py-interface/CMakeLists.txt), which vLLM's ROCm docs and
+    docker/Dockerfile.rocm_base pip-install. Copied out of the wheel as a stream, without the libamd_smi*.so copy
+    that CMakeLists.txt may bundle into amdsmi/: the patched loader opens the SDK's own library, the one torch
+    loads (two loaded copies of libamd_smi see no GPU)."""
+    wheels = sorted(folder.glob("*.whl"))
+    if len(wheels) != 1:
+        raise InstallError(f"{folder} holds {len(wheels)} wheels: expected exactly the rocm-sdk-core wheel")
+    written = 0
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        for name in wheel.namelist():
+            relative = _safe_member(name)[len(AMD_SMI_TREE):]
+            if not name.startswith(AMD_SMI_TREE) or name.endswith("/") or re.search(r"\.so(\.[0-9.]+)?$", name):
+                continue
+            target = destination / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(wheel.read(name))
+            written += 1
+    if not (destination / "pyproject.toml").is_file():
+        raise InstallError(f"{wheels[0].name} has no {AMD_SMI_TREE}pyproject.toml ({written} files under it): this "
+                           "SDK release no longer ships the amdsmi bindings there; find where it does")
+    return destination
+
+
+def install_tree(tree: Path, site: Path, bin_dir: Path, python_version: str) -> Path:
+    """A pure-Python source tree with a pyproject.toml, installed as the wheel setuptools would build from it
+    (the project's name and version from its [project] table)."""
+    project = (tree / "pyproject.toml").read_text().split("[project]", 1)[-1].split("\n[", 1)[0]
+    fields = dict(re.findall(r'^(name|version) *= *"([^"]+)"', project, re.M))
+    if "name" not in fields or "version" not in fields or "@" in fields["version"]:
+        raise InstallError(f"{tree}/pyproject.toml names no literal [project] name and version: not a built tree")
+    pkg_info = f"Metadata-Version: 2.1\nName: {fields['name']}\nVersion: {fields['version']}\n"
+    return install_sdist_tree(tree, site, bin_dir, python_version, pkg_info)
 
 
 # --- what `rocm-sdk init` does ------------------------------------------------------------------------------
@@ -292,6 +335,12 @@ def main(argv: list[str]) -> int:
         elif command == "licenses":
             [folder] = rest
             devel_licenses(site, Path(folder))
+        elif command == "amd-smi-tree":
+            [folder] = rest
+            amd_smi_tree(site, Path(folder))
+        elif command == "install-tree":
+            bin_dir, tree = rest
+            install_tree(Path(tree), site, Path(bin_dir), python_version)
         else:
             raise ValueError(command)
     except (InstallError, OSError, ValueError, KeyError, zipfile.BadZipFile, tarfile.TarError) as exc:

@@ -1,0 +1,164 @@
+"""recipes/amdsmi built by the orchestrator from a synthetic rocm-sdk-core wheel whose _rocm_sdk_core/share/amd_smi
+holds real amdsmi bindings (PyPI's amdsmi 7.0.2, downloaded once and cached, checked by sha256) and whose
+_rocm_sdk_core/lib holds a stand-in libamd_smi compiled here with cc, exporting every function the real wrapper
+binds at import (read from that wrapper). Installed beside the rocm-sdk package it needs, `import amdsmi` opens the
+SDK's library with no LD_LIBRARY_PATH or ROCM_PATH, and the bindings as the SDK ships them do not."""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from prebuilt_helpers import make_index
+from source_helpers import CountingServer
+from stack import install, make_workspace
+from test_rocm_sdk_split import ARCHS, PYTHON_STAND_IN, SITE, _write_lock
+
+REPO = Path(__file__).resolve().parent.parent
+# PyPI's amdsmi 7.0.2 (https://pypi.org/simple/amdsmi/): the newest bindings PyPI has, ROCm 7.0.2's py-interface.
+AMDSMI_WHEEL = ("https://files.pythonhosted.org/packages/2b/cf/bacc741d9926d662e76fd694f5bc63dd4c2471e32cedfb1c3cca7"
+                "e47aa3c/amdsmi-7.0.2-py3-none-any.whl")
+AMDSMI_SHA256 = "db5aa757f8ed82dfd799c4d39e2828542678dc4e485b0ab7fabe5f398fec5652"
+CACHE = Path(os.environ.get("ROCM_STACK_TEST_CACHE") or Path.home() / ".cache" / "rocm-stack-tests")
+# ROCm 7.0.x's library major (the 7.0.2 bindings' own), under rocm-sdk-core's lib/ like libamdhip64.so.7
+LIBRARY = "_rocm_sdk_core/lib/libamd_smi.so.26"
+# What the SDK's share/amd_smi/pyproject.toml says: rocm-systems projects/amdsmi/py-interface/pyproject.toml.in
+# at 3cf83e7a, its @amd_smi_lib_WHEEL_VERSION@ filled in for the bindings above.
+PYPROJECT = """[build-system]
+requires = ["setuptools>=59.0"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "amdsmi"
+authors = [
+    {name = "AMD", email = "amd-smi.support@amd.com"},
+]
+version = "7.0.2"
+license = {file = "amdsmi/LICENSE"}
+readme = {file = "amdsmi/README.md", content-type = "text/markdown"}
+description = "AMDSMI Python LIB - AMD GPU Monitoring Library"
+requires-python = ">=3.6"
+
+[tool.setuptools]
+packages = ["amdsmi"]
+"""
+# conda-forge's patch (GNU patch), reduced to this machine's
+PATCH_STAND_IN = """package: {name: patch, version: "2.7.6"}
+build:
+  noarch: generic
+  script:
+    - mkdir -p $PREFIX/bin
+    - printf '#!/bin/sh\\nexec /usr/bin/patch "$@"\\n' > $PREFIX/bin/patch
+    - chmod +x $PREFIX/bin/patch
+"""
+
+
+def real_amdsmi_wheel() -> bytes:
+    path = CACHE / AMDSMI_WHEEL.rsplit("/", 1)[-1]
+    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != AMDSMI_SHA256:
+        try:
+            data = urllib.request.urlopen(AMDSMI_WHEEL, timeout=60).read()
+        except OSError as exc:
+            pytest.skip(f"PyPI's amdsmi 7.0.2 wheel could not be downloaded ({exc}); it is cached in {CACHE} once read")
+        assert hashlib.sha256(data).hexdigest() == AMDSMI_SHA256, "PyPI's amdsmi 7.0.2 wheel changed"
+        CACHE.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return path.read_bytes()
+
+
+def stand_in_library(wrapper: str, folder: Path) -> bytes:
+    """A libamd_smi exporting every function amdsmi_wrapper.py binds at import, each returning
+    AMDSMI_STATUS_SUCCESS (0) and writing nothing: amdsmi_init succeeds and no processor is found."""
+    symbols = sorted(set(re.findall(r"_libraries\['libamd_smi\.so'\]\.(\w+)", wrapper)))
+    assert "amdsmi_init" in symbols and "amdsmi_get_processor_handles" in symbols
+    source = folder / "amd_smi_stand_in.c"
+    source.write_text("".join(f"int {name}(void) {{ return 0; }}\n" for name in symbols))
+    library = folder / "libamd_smi.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libamd_smi.so.26", "-o", str(library), str(source)], check=True)
+    return library.read_bytes()
+
+
+def sdk_amd_smi_files(folder: Path) -> dict[str, tuple[bytes, bool]]:
+    """rocm-sdk-core's share/amd_smi tree (pyproject.toml, amdsmi/ with its LICENSE) and lib/libamd_smi."""
+    tree = "_rocm_sdk_core/share/amd_smi/"
+    files = {tree + "pyproject.toml": (PYPROJECT.encode(), False)}
+    with zipfile.ZipFile(io.BytesIO(real_amdsmi_wheel())) as wheel:
+        for name in wheel.namelist():
+            if name.startswith("amdsmi/") and name.endswith(".py") and name != "amdsmi/setup.py":
+                files[tree + name] = (wheel.read(name), False)
+        files[tree + "amdsmi/LICENSE"] = (wheel.read("amdsmi-7.0.2.dist-info/licenses/LICENSE"), False)
+        wrapper = wheel.read("amdsmi/amdsmi_wrapper.py").decode()
+    files[LIBRARY] = (stand_in_library(wrapper, folder), True)
+    return files
+
+
+@pytest.fixture(scope="module")
+def prefix(tmp_path_factory):
+    """amdsmi built through `orchestrate build` and installed with the rocm-sdk it requires."""
+    tmp = tmp_path_factory.mktemp("amdsmi")
+    workspace = make_workspace(tmp)
+    shutil.rmtree(workspace / "recipes")
+    (workspace / "recipes").mkdir()
+    for recipe in ("rocm-sdk", "amdsmi", "_shared"):
+        shutil.copytree(REPO / "recipes" / recipe, workspace / "recipes" / recipe)
+    shutil.copytree(REPO / "patches" / "amdsmi", workspace / "patches" / "amdsmi")
+    for name, text in (("python", PYTHON_STAND_IN.format(python=sys.executable)), ("patch", PATCH_STAND_IN)):
+        (workspace / "recipes" / name).mkdir()
+        (workspace / "recipes" / name / "recipe.yaml").write_text(text)
+    shutil.copy(REPO / "variants/shared.yaml", workspace / "variants/shared.yaml")
+    index = make_index(tmp / "index", list(ARCHS), core_extra=sdk_amd_smi_files(tmp))
+    with CountingServer(index.root) as server:
+        index.url = server.url + "/"
+        _write_lock(workspace, index)
+        result = subprocess.run([sys.executable, "-m", "orchestrate", "build", "--quiet", "amdsmi", "--arch", "gfx1151",
+                                 "--no-tests"], cwd=workspace, capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        assert result.returncode == 0, result.stdout + result.stderr
+    installed = tmp / "env"
+    install(workspace / "channel", ["amdsmi"], "11.5.1", installed)
+    return installed
+
+
+def _python(prefix: Path, code: str, **env: str) -> subprocess.CompletedProcess:
+    # no LD_LIBRARY_PATH, no ROCM_PATH: what a user's `python` in the environment has without activation
+    return subprocess.run([str(prefix / "bin/python3.12"), "-c", code], capture_output=True, text=True, cwd=prefix,
+                          env={"PATH": f"{prefix}/bin:/usr/bin:/bin", **env})
+
+
+def test_import_amdsmi_opens_the_sdks_libamd_smi_without_library_paths(prefix):
+    result = _python(prefix, "import amdsmi, amdsmi.amdsmi_wrapper as w\n"
+                             "amdsmi.amdsmi_init()\n"
+                             "print(w.location, len(amdsmi.amdsmi_get_processor_handles()))")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.split() == [str(prefix / SITE / LIBRARY), "0"]  # vLLM's check: no GPU here
+    assert not list((prefix / SITE / "amdsmi").glob("*.so*"))  # the SDK's library, not a copy
+
+
+def test_the_sdks_library_comes_first_even_with_rocm_path_set(prefix, tmp_path):
+    """rocm-sdk's activation sets ROCM_PATH to the devel tree; a second libamd_smi there must not be opened."""
+    (tmp_path / "lib").mkdir()
+    shutil.copy(prefix / SITE / LIBRARY, tmp_path / "lib/libamd_smi.so")
+    result = _python(prefix, "import amdsmi.amdsmi_wrapper as w; print(w.location)", ROCM_PATH=str(tmp_path))
+    assert result.stdout.split() == [str(prefix / SITE / LIBRARY)], result.stdout + result.stderr
+
+
+def test_the_bindings_as_the_sdk_ships_them_find_no_library(prefix):
+    """What the patch is for: the same tree, unpatched (rocm-sdk installs it under share/amd_smi), fails."""
+    shipped = prefix / SITE / "_rocm_sdk_core/share/amd_smi"
+    result = _python(prefix, f"import sys; sys.path.insert(0, {str(shipped)!r}); import amdsmi; print(amdsmi.__file__)")
+    assert result.returncode != 0 and "libamd_smi.so" in result.stdout + result.stderr
+
+
+def test_the_package_records_its_patch_and_version(prefix):
+    record = (prefix / "share/rocm-stack/patches/amdsmi.txt").read_text()
+    assert "0001-load-libamd_smi-from-rocm-sdk-core.patch  sha256=" in record
+    assert (prefix / SITE / "amdsmi-7.0.2.dist-info/METADATA").read_text().startswith("Metadata-Version")
