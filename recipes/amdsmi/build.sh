@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # rocm-sdk-core's share/amd_smi out of the wheel, patched, installed as the wheel its pyproject.toml builds.
-# Needs only bash, python3 and patch (the standard library does the rest).
+# Needs only bash, patch and $PYTHON, the python of requirements.host (the standard library does the rest).
 set -euo pipefail
 
 tree="$SRC_DIR/amd_smi"
-python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" amd-smi-tree "$tree" "$SRC_DIR/wheels/core"
+"$PYTHON" "$RECIPE_DIR/../_shared/rocm_wheels.py" amd-smi-tree "$tree" "$SRC_DIR/wheels/core"
 for patch_path in ${ROCM_STACK_PATCHES:-}; do
     patch --forward --batch -p1 -d "$tree" -i "$RECIPE_DIR/$patch_path"
 done
 mkdir -p "$PREFIX/$SITE_PACKAGES"
-python3 "$RECIPE_DIR/../_shared/rocm_wheels.py" install-tree "$PREFIX/$SITE_PACKAGES" "$PREFIX/bin" "$tree"
+"$PYTHON" "$RECIPE_DIR/../_shared/rocm_wheels.py" install-tree "$PREFIX/$SITE_PACKAGES" "$PREFIX/bin" "$tree"
 
 bash "$RECIPE_DIR/../_shared/record-patches.sh" amdsmi
