@@ -6,15 +6,8 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
-from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, existing_folder, find_workspace, folder, load_config, location,
-                       options_from_args, port)
-
-
-def shared_channel(text: str) -> str:
-    """A channel publish writes, or verify and --cache-channel read: a folder or a URL parse_target knows."""
-    from .targets import PACKAGE_SERVER_SCHEMES
-
-    return location(*CHANNEL_SCHEMES, *PACKAGE_SERVER_SCHEMES)(text)
+from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, existing_folder, find_workspace, folder, http_url, load_config,
+                       location, options_from_args, port, shared_channel)
 
 
 install_channel = location(*CHANNEL_SCHEMES)  # where teammates install from: what pixi reads
@@ -49,7 +42,7 @@ def _run_serve(args, reporter) -> int:
 
 
 def _s3_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--s3-endpoint-url", metavar="URL", type=location("http", "https", folders=False),
+    parser.add_argument("--s3-endpoint-url", metavar="URL", type=http_url,
                         help="S3-compatible endpoint, e.g. http://minio:9000 (default: [s3-options.<bucket>] in "
                              "orchestrate.toml, else $AWS_ENDPOINT_URL, else AWS)")
     parser.add_argument("--s3-region", help="region (default: orchestrate.toml, $AWS_REGION, else us-east-1)")
