@@ -275,7 +275,7 @@ CONFIG_KEYS = (
     ConfigKey("arch", str, 'an architecture of variants/architectures.yaml, e.g. arch = "gfx1151"',
               f"the GPU architecture to build for (else `${ARCH_ENV}`, else detected)", flag="--arch"),
     ConfigKey("source_channels", list, 'a list of channels, e.g. source_channels = ["conda-forge"]',
-              "where dependencies come from (see [Channel names](#channel-names-source_channels-source-channel))",
+              "where dependencies come from (see [Channel names](#channel-names))",
               default='`["conda-forge"]`', flag="--source-channel, --no-source-channels"),
     ConfigKey("cache_channels", list, 'a list of channels, e.g. cache_channels = ["s3://team/rocm-stack"]',
               "shared channels looked up by input hash before building (see [The shared channel as a build cache]"
@@ -391,22 +391,42 @@ def find_workspace(start: Path) -> Path:
     )
 
 
+# An override every architecture takes (tests/test_reference.py checks it on each), for the help and errors.
+VARIANT_EXAMPLE = "pytorch_from=source"
+
+
 def parse_variant_overrides(items: list[str]) -> dict[str, str]:
     overrides = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise UserError(f"--variant '{item}' is not KEY=VALUE: write e.g. --variant aotriton_mi100_fa=true")
+            raise UserError(f"--variant '{item}' is not KEY=VALUE: write e.g. --variant {VARIANT_EXAMPLE}")
         overrides[key.strip()] = value.strip()
     return overrides
 
 
+# What a command's parser may leave out (`list` takes no --arch, `serve` no --variant): options_from_args reads
+# every argument by name, so a misspelt one is an AttributeError, not a silent default.
+ARGUMENT_DEFAULTS = {"arch": None, "variant": [], "source_channel": None, "no_source_channels": False,
+                     "quiet": False, "source_cache": None, "cache_channel": [], "keep_going": False, "dry_run": False,
+                     "jobs": None, "compiler_launcher": None, "no_tests": False, "offline": False}
+ARCH_HELP = f"GPU architecture, e.g. gfx1151 (default: orchestrate.toml's arch, else ${ARCH_ENV}, else detected)"
+
+
+def arch_from(flag: str | None, config: dict) -> str | None:
+    """The architecture a command is given: --arch, else orchestrate.toml's arch, else $ORCHESTRATE_ARCH; None
+    leaves it to detection (architectures.choose_arch). The one reader of ORCHESTRATE_ARCH for every command
+    whose --arch help names it (ARCH_HELP)."""
+    return flag or config.get("arch") or os.environ.get(ARCH_ENV) or None
+
+
 def options_from_args(args: argparse.Namespace) -> Options:
+    args = argparse.Namespace(**{**ARGUMENT_DEFAULTS, **vars(args)})
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
     config = load_config(workspace)
     channel = args.channel or Path(config.get("channel", DEFAULT_CHANNEL)).expanduser()
     channel = channel if channel.is_absolute() else (Path.cwd() if args.channel else workspace) / channel
-    if getattr(args, "no_source_channels", False):
+    if args.no_source_channels:
         sources = []
     else:
         written = args.source_channel or config.get("source_channels", list(DEFAULT_SOURCE_CHANNELS))
@@ -414,27 +434,25 @@ def options_from_args(args: argparse.Namespace) -> Options:
     return Options(
         workspace=workspace,
         channel=channel.resolve(),
-        arch=args.arch or config.get("arch"),
+        arch=arch_from(args.arch, config),
         source_channels=list(sources),
-        cache_channels=list(getattr(args, "cache_channel", []) or config.get("cache_channels", [])),
+        cache_channels=list(args.cache_channel or config.get("cache_channels", [])),
         variant_overrides=parse_variant_overrides(args.variant),
-        keep_going=getattr(args, "keep_going", False),
-        dry_run=getattr(args, "dry_run", False),
+        keep_going=args.keep_going,
+        dry_run=args.dry_run,
         quiet=args.quiet,
-        max_jobs=getattr(args, "jobs", None) or config.get("max_jobs"),
-        compiler_launcher=(getattr(args, "compiler_launcher", None) or config.get("compiler_launcher", "")),
-        run_tests=not getattr(args, "no_tests", False),
-        source_cache=_source_cache(args, config, workspace),
-        offline=getattr(args, "offline", False),
+        max_jobs=args.jobs or config.get("max_jobs"),
+        compiler_launcher=args.compiler_launcher or config.get("compiler_launcher", ""),
+        run_tests=not args.no_tests,
+        source_cache=(args.source_cache.resolve() if args.source_cache else _source_cache(config, workspace)),
+        offline=args.offline,
         package_format=config.get("package_format", DEFAULT_PACKAGE_FORMAT),
         compression_threads=config.get("compression_threads"),
     )
 
 
-def _source_cache(args, config: dict, workspace: Path) -> Path | None:
-    if getattr(args, "source_cache", None):
-        return args.source_cache.resolve()
-    if config.get("source_cache"):
-        path = Path(config["source_cache"]).expanduser()
-        return path if path.is_absolute() else workspace / path
-    return None
+def _source_cache(config: dict, workspace: Path) -> Path | None:
+    if not config.get("source_cache"):
+        return None
+    path = Path(config["source_cache"]).expanduser()
+    return path if path.is_absolute() else workspace / path

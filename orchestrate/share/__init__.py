@@ -15,12 +15,11 @@ install_channel = location(*CHANNEL_SCHEMES)  # where teammates install from: wh
 
 def _options(args: argparse.Namespace):
     """The CLI's own Options for the arguments these commands share with it (--workspace, --channel)."""
-    defaults = {"arch": None, "variant": [], "source_channel": None, "quiet": False}
-    return options_from_args(argparse.Namespace(**{**defaults, **vars(args)}))
+    return options_from_args(args)
 
 
 def _local_channel_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=existing_folder,
+    parser.add_argument("--workspace", type=existing_folder, metavar="DIR",
                         help="folder with recipes/ and variants/ (default: found from here)")
     parser.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines only")
@@ -76,7 +75,7 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--channel", required=True, metavar="URL", type=install_channel,
                         help="the shared channel teammates install from (http(s)://, s3://, file://, a path)")
     parser.add_argument("--arch", help="pin the GPU-specific packages to this architecture's builds")
-    parser.add_argument("--workspace", type=existing_folder, help="workspace whose architecture table to use")
+    parser.add_argument("--workspace", type=existing_folder, metavar="DIR", help="workspace whose architecture table to use")
     parser.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
     parser.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
     parser.add_argument("--force", action="store_true", help="replace an existing --output file")
@@ -106,7 +105,7 @@ def _run_consumer(args, reporter) -> int:
 
 
 def _verify_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=existing_folder,
+    parser.add_argument("--workspace", type=existing_folder, metavar="DIR",
                         help="folder with recipes/ and variants/ (default: found from here)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
