@@ -25,7 +25,12 @@ SHARE_COMMANDS = [*SHARING, PAGE]
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, with a usage error in one line like every other error (the usage is a --help away)."""
+    """argparse, with a usage error in one line like every other error (the usage is a --help away), and no
+    abbreviated flags (`--arch-n` is not silently --arch-neutral; cibuildwheel's parser does the same). The
+    subcommands' parsers are Parsers too (add_subparsers makes its own class)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str):
         commands = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)

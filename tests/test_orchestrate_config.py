@@ -4,11 +4,12 @@ line naming the file, the key and what to write, exit 2, no traceback, and nothi
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 
 from orchestrate.cli import make_parser
-from orchestrate.options import CONFIG_KEYS, S3_OPTION_KEYS, options_from_args
+from orchestrate.options import CONFIG_KEYS, S3_OPTION_KEYS, load_config, options_from_args
 
 # what the file says -> fragments of the one line the user sees
 MISTAKES = {
@@ -111,3 +112,37 @@ def test_the_flag_refuses_what_the_key_refuses(orchestrate):
     assert stopped.value.code == 2
     with pytest.raises(argparse.ArgumentTypeError, match="'distcc' is not a compiler launcher"):
         next(k for k in CONFIG_KEYS if k.name == "compiler_launcher").check("distcc")
+
+
+def test_the_architecture_comes_from_the_flag_then_the_file_then_orchestrate_arch(workspace, monkeypatch):
+    """options.arch_from, the one reader of ORCHESTRATE_ARCH for plan, build, fetch, doctor and pins."""
+    monkeypatch.setenv("ORCHESTRATE_ARCH", "gfx942")
+    assert _options(workspace).arch == "gfx942"
+    (workspace / "orchestrate.toml").write_text('arch = "gfx908"\n')
+    assert _options(workspace).arch == "gfx908"
+    assert _options(workspace, "--arch", "gfx1151").arch == "gfx1151"
+
+
+def documented_settings() -> list[tuple[str, str]]:
+    """(page, `key = value`) for every setting the docs show for orchestrate.toml: a code span or a commented
+    code line that says `key = value`, on a line naming orchestrate.toml or the line after it."""
+    from test_reference import PAGES, REPO
+
+    found = []
+    for page in PAGES:
+        lines = page.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if "orchestrate.toml" not in line:
+                continue
+            for text in lines[number:number + 2]:
+                settings = re.findall(r"`([a-z_]+ = [^`]+)`", text) + re.findall(r"^# ([a-z_]+ = .+)$", text)
+                found += [(str(page.relative_to(REPO)), setting) for setting in settings]
+    return found
+
+
+def test_every_setting_the_docs_show_is_read_as_they_say(tmp_path):
+    settings = documented_settings()
+    assert len(settings) >= 2, settings  # it finds getting-started's source_cache and sharing's cache_channels
+    for page, setting in settings:
+        (tmp_path / "orchestrate.toml").write_text(setting + "\n")
+        load_config(tmp_path)  # a UserError names the page's mistake

@@ -117,6 +117,13 @@ def test_a_command_given_no_subcommand_says_which_there_are(orchestrate, capsys)
     assert capsys.readouterr().err == "error: `orchestrate pypi` needs a command: add (see `orchestrate pypi --help`)\n"
 
 
+def test_a_flag_is_written_whole(capsys):
+    """No abbreviations: `--arch-n` is refused, not taken for --arch-neutral."""
+    with pytest.raises(SystemExit) as stopped:
+        make_parser().parse_args(["build-all", "--arch-n"])
+    assert stopped.value.code == 2 and "unrecognized arguments: --arch-n" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["list", "status", "clean"])
 def test_commands_that_read_no_architecture_take_no_arch(command, capsys):
     with pytest.raises(SystemExit) as stopped:
