@@ -86,6 +86,21 @@ def test_every_flag_the_docs_show_is_one_its_command_takes():
     assert not wrong, "documented flags the commands do not take:\n" + "\n".join(wrong)
 
 
+def test_every_flag_the_workflow_and_the_pixi_tasks_pass_or_name_is_real():
+    """CI's `run:` lines, and each pixi task's command with the flags its description offers (`pixi run doctor
+    --arch A`)."""
+    known, wrong = command_flags(), []
+    lines = [(path, line) for path in [*(REPO / ".github/workflows").glob("*.yml"), REPO / "pixi.toml"]
+             for line in path.read_text().splitlines()]
+    for path, line in lines:
+        found = COMMAND.search(line.split("run:", 1)[-1].split('cmd = "', 1)[-1])
+        if found and ("run:" in line or 'cmd = "orchestrate' in line):
+            command = _command(known, found[1] + found[2])
+            wrong += [f"{path.name}: `{command} {flag}`" for flag in FLAG.findall(found[3]) if flag.startswith("--")
+                      and flag not in known[command]]
+    assert not wrong, wrong
+
+
 def test_every_flag_a_row_of_the_commands_table_names_is_real():
     """docs/reference.md's hand-written Commands table: each row's flags belong to a command its first cell names."""
     known = command_flags()
