@@ -258,8 +258,8 @@ class ConfigKey:
     def _check(self, text: str, said: str, workspace: Path) -> None:
         if not self.check:
             return
-        if self.in_workspace and not (URL.fullmatch(text) or url_written_wrong(text, set(CHANNEL_SCHEMES))
-                                      or Path(text).expanduser().is_absolute()):
+        if self.in_workspace and text and not (URL.fullmatch(text) or url_written_wrong(text, set(CHANNEL_SCHEMES))
+                                               or Path(text).expanduser().is_absolute()):
             text = str(workspace / text)
         try:
             self.check(text)
@@ -318,9 +318,11 @@ def load_config(workspace: Path) -> dict:
     if not path.exists():
         return {}
     try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path} is not valid TOML ({exc}): fix the file")
+    except OSError as exc:
+        raise UserError(f"{path} cannot be read ({exc.strerror}): fix its permissions, or remove it") from None
     keys = {key.name: key for key in CONFIG_KEYS}
     config = {}
     for name, value in raw.items():

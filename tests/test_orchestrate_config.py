@@ -26,6 +26,9 @@ MISTAKES = {
     "cache channel written wrong": ('cache_channels = "cache:8000/stack"',
                                     ['cache_channels = "cache:8000/stack" is neither a folder nor a URL']),
     "cache channel no client reads": ('cache_channels = ["ftp://host/stack"]', ["ftp:// is not taken here"]),
+    "channel left empty": ('channel = ""', ['channel = "" is neither a folder nor a URL']),
+    "jobs given a fraction": ("max_jobs = 4.5", ["max_jobs = 4.5 is a number: write a whole number of 1 or more"]),
+    "not UTF-8": ('channel = "\udcff"', ["is not valid TOML"]),
     "channel that is a file": ('channel = "a-file"', ['channel = "a-file" is a file, not a folder']),
     "s3 options without a bucket": ('[s3-options]\nendpoint-url = "http://minio:9000"',
                                     ["[s3-options] holds one table per bucket", "[s3-options.<bucket>]"]),
@@ -41,11 +44,11 @@ MISTAKES = {
 def test_a_mistake_in_orchestrate_toml_is_one_line_naming_file_key_and_form(orchestrate, workspace, channel, name):
     line, fragments = MISTAKES[name]
     (workspace / "a-file").write_text("not a folder")
-    (workspace / "orchestrate.toml").write_text(f"source_channels = []\n{line}\n")
+    (workspace / "orchestrate.toml").write_bytes(f"source_channels = []\n{line}\n".encode(errors="surrogateescape"))
     result = orchestrate("build-all", "--arch", "gfx1151")
     assert result.code == 2
     lines = [l for l in result.err.splitlines() if l.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"error: {workspace / 'orchestrate.toml'}: "), result.err
+    assert len(lines) == 1 and lines[0].startswith(f"error: {workspace / 'orchestrate.toml'}"), result.err
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
     assert "Traceback" not in result.out + result.err
