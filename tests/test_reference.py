@@ -115,6 +115,16 @@ def test_every_flag_a_row_of_the_commands_table_names_is_real():
     assert not wrong, wrong
 
 
+def test_every_command_has_a_row_in_the_commands_table():
+    table = reference.PAGE.read_text().split("## Commands")[1].split("\n## ")[0]
+    known = command_flags()
+    described = {_command(known, line) for row in table.splitlines() if row.startswith("| `orchestrate")
+                 for line, _ in shown_commands(row.split(" | ")[0])}
+    described |= {f"orchestrate {name}" for name in re.findall(r" / `([a-z-]+)` \|", table)}  # `list` / `status`
+    commands = {line for line, _, sub in reference.commands(make_parser(), "orchestrate") if not sub._subparsers}
+    assert commands - described == set()
+
+
 def test_the_help_examples_variant_works_for_every_architecture(workspace):
     """`--variant` help and errors show an override every architecture in the table takes."""
     from orchestrate.recipes import variant_choice
