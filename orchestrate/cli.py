@@ -13,8 +13,9 @@ from .architectures import ArchitectureTable, stale_variant_files, write_variant
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
-from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options, compiler_launcher, count, days,
-                      existing_folder, find_workspace, folder, load_config, options_from_args)
+from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
+                      compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
+                      options_from_args)
 from .share import COMMANDS as SHARING
 from .share import shared_channel
 from .share.page.command import COMMAND as PAGE
@@ -63,8 +64,10 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
         parser.add_argument("--keep-going", "-k", action="store_true",
                             help="after a failure, still build every package that does not need it")
         parser.add_argument("--dry-run", "-n", action="store_true", help="show what would be built, build nothing")
-        parser.add_argument("--jobs", "-j", type=count, metavar="N", help="MAX_JOBS for compiles (default: from cores and memory)")
-        parser.add_argument("--compiler-launcher", type=compiler_launcher, metavar="{" + ",".join(COMPILER_LAUNCHERS) + "}",
+        parser.add_argument("--jobs", "-j", type=count, metavar="N",
+                            help="MAX_JOBS for compiles (default: from cores and memory)")
+        parser.add_argument("--compiler-launcher", type=compiler_launcher,
+                            metavar="{" + ",".join(COMPILER_LAUNCHERS) + "}",
                             help="compiler cache the build scripts put in front of the compilers (default: none)")
         parser.add_argument("--no-tests", action="store_true", help="skip the recipes' test sections")
         parser.add_argument("--cache-channel", action="append", default=[], metavar="URL", type=shared_channel,

@@ -224,7 +224,8 @@ def package_format(text: str) -> str:
     """rattler-build's package format and level (DEFAULT_PACKAGE_FORMAT says why its default)."""
     if not PACKAGE_FORMAT.match(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a package format: pass \"conda\", \"conda:<level -7..22>\", "
-                                         f"\"tar-bz2\" or \"tar-bz2:<level 1..9>\" (default {DEFAULT_PACKAGE_FORMAT!r})")
+                                         f"\"tar-bz2\" or \"tar-bz2:<level 1..9>\" "
+                                         f"(default {DEFAULT_PACKAGE_FORMAT!r})")
     return text
 
 
@@ -270,7 +271,8 @@ class ConfigKey:
 
 
 CONFIG_KEYS = (
-    ConfigKey("channel", str, 'a folder, e.g. channel = "channel"', "the local channel folder, relative to the workspace",
+    ConfigKey("channel", str, 'a folder, e.g. channel = "channel"',
+              "the local channel folder, relative to the workspace",
               default=f'`"{DEFAULT_CHANNEL}"`', flag="--channel", check=folder, in_workspace=True),
     ConfigKey("arch", str, 'an architecture of variants/architectures.yaml, e.g. arch = "gfx1151"',
               f"the GPU architecture to build for (else `${ARCH_ENV}`, else detected)", flag="--arch"),

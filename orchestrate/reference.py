@@ -56,24 +56,29 @@ def arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 def arguments_markdown(parser: argparse.ArgumentParser, prog: str) -> str:
-    """One table per command: each argument as it is written, and its help."""
-    parts = []
-    top = arguments(parser)
-    if top or parser.epilog:
-        rows = [f"| `{_cell(_invocation(a))}` | {_cell(_help(a, prog))} |" for a in top]
-        parts.append("\n".join([*(["| argument | what |", "|---|---|", *rows] if rows else []),
-                                *([""] if rows and parser.epilog else []), *([_cell(parser.epilog)] if parser.epilog else [])]))
+    """The tool's own arguments and its epilog (exit codes), then one table per command: each argument as it
+    is written, and its help."""
+    own = [_table(_rows(parser, prog)) if _rows(parser, prog) else "", _cell(parser.epilog or "")]
+    parts = ["\n\n".join(filter(None, own))] if any(own) else []
     for line, help_text, sub in commands(parser, prog):
-        rows = [f"| `{_cell(_invocation(a))}` | {_cell(_help(a, line))} |" for a in arguments(sub)]
-        subcommands = [name for name, _, _ in commands(sub, line)]
-        table = (["| argument | what |", "|---|---|", *rows] if rows else
-                 [f"Commands: {', '.join(f'`{name}`' for name in subcommands)}."] if subcommands else ["No arguments."])
-        parts.append("\n".join([f"### `{line}`", "", _cell(help_text), "", *table]))
+        subcommands = [f"`{name}`" for name, _, _ in commands(sub, line)]
+        table = (_table(_rows(sub, line)) if _rows(sub, line) else
+                 f"Commands: {', '.join(subcommands)}." if subcommands else "No arguments.")
+        parts.append("\n".join([f"### `{line}`", "", _cell(help_text), "", table]))
     return "\n\n".join(parts)
 
 
+def _table(rows: list[str]) -> str:
+    return "\n".join(["| argument | what |", "|---|---|", *rows])
+
+
+def _rows(parser: argparse.ArgumentParser, prog: str) -> list[str]:
+    return [f"| `{_cell(_invocation(a))}` | {_cell(_help(a, prog))} |" for a in arguments(parser)]
+
+
 def _key_row(key: ConfigKey, name: str) -> str:
-    return f"| `{name}` | {_cell(key.doc)} | {_cell(key.default) or '—'} | {_cell(key.flag) and '`' + '`, `'.join(key.flag.split(', ')) + '`' or '—'} |"
+    flags = ", ".join(f"`{flag}`" for flag in key.flag.split(", ")) if key.flag else "—"
+    return f"| `{name}` | {_cell(key.doc)} | {_cell(key.default) or '—'} | {flags} |"
 
 
 def config_markdown() -> str:

@@ -21,7 +21,8 @@ def _options(args: argparse.Namespace):
 def _local_channel_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR",
                         help="folder with recipes/ and variants/ (default: found from here)")
-    parser.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
+    parser.add_argument("--channel", type=folder, metavar="DIR",
+                        help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines only")
 
 
@@ -108,7 +109,8 @@ def _verify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR",
                         help="folder with recipes/ and variants/ (default: found from here)")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
+    where.add_argument("--channel", type=folder, metavar="DIR",
+                        help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
     where.add_argument("--from", dest="source", metavar="URL", type=shared_channel,
                        help="a shared channel instead: a folder, file:///dir, s3://bucket/channel or http(s)://")
     parser.add_argument("--quick", action="store_true",
