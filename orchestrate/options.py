@@ -440,7 +440,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         channel=channel.resolve(),
         arch=arch_from(args.arch, config),
         source_channels=list(sources),
-        cache_channels=list(args.cache_channel or config.get("cache_channels", [])),
+        cache_channels=list(args.cache_channel or [anchored(c, workspace) for c in config.get("cache_channels", [])]),
         variant_overrides=parse_variant_overrides(args.variant),
         keep_going=args.keep_going,
         dry_run=args.dry_run,

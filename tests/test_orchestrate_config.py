@@ -87,13 +87,16 @@ def test_each_key_reaches_the_options_and_a_flag_wins(workspace):
     (workspace / "orchestrate.toml").write_text(
         'channel = "ch"\narch = "gfx908"\nmax_jobs = 3\ncompiler_launcher = "sccache"\nsource_cache = "src"\n'
         'package_format = "tar-bz2"\ncompression_threads = 2\nsource_channels = ["./mirror"]\n'
+        'cache_channels = ["../team-cache", "s3://team/stack"]\n'
         '[s3-options.team]\nendpoint-url = "http://minio:9000"\nregion = "eu"\nforce-path-style = true\n')
     options = _options(workspace)
     assert (options.channel, options.arch, options.max_jobs, options.compiler_launcher) == \
         (workspace / "ch", "gfx908", 3, "sccache")
     assert (options.source_cache, options.package_format, options.compression_threads) == \
         (workspace / "src", "tar-bz2", 2)
+    # a folder in the file is relative to the workspace, wherever orchestrate runs
     assert options.source_channels == [str(workspace / "mirror")]
+    assert options.cache_channels == [str(workspace.parent / "team-cache"), "s3://team/stack"]
     options = _options(workspace, "--arch", "gfx1151", "--no-source-channels")
     assert options.arch == "gfx1151" and options.source_channels == []
 
