@@ -13,8 +13,9 @@ from .architectures import ArchitectureTable, stale_variant_files, write_variant
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
-from .options import (ARCH_ENV, DEFAULT_CHANNEL, Options, count, days, existing_folder, find_workspace, folder,
-                      load_config, options_from_args)
+from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
+                      compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
+                      options_from_args)
 from .share import COMMANDS as SHARING
 from .share import shared_channel
 from .share.page.command import COMMAND as PAGE
@@ -25,23 +26,37 @@ SHARE_COMMANDS = [*SHARING, PAGE]
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, with a usage error in one line like every other error (the usage is a --help away)."""
+    """argparse, with a usage error in one line like every other error (the usage is a --help away), and no
+    abbreviated flags (`--arch-n` is not silently --arch-neutral; cibuildwheel's parser does the same). The
+    subcommands' parsers are Parsers too (add_subparsers makes its own class)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str):
+        commands = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if commands and message.endswith(f"required: {commands.dest}"):  # not the dest's name: what to type
+            message = f"`{self.prog}` needs a command: {', '.join(commands.choices)}"
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
-def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
-    parser.add_argument("--workspace", type=existing_folder,
+def _local(parser: argparse.ArgumentParser) -> None:
+    """The workspace and its channel: what `list`, `status` and `clean` read, and every command below."""
+    parser.add_argument("--workspace", type=existing_folder, metavar="DIR",
                         help="folder with recipes/ and variants/ (default: found from here)")
-    parser.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
-    parser.add_argument("--arch", help=f"GPU architecture, e.g. gfx1151 (default: ${ARCH_ENV}, else detected)")
+    parser.add_argument("--channel", type=folder, metavar="DIR",
+                        help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
+    parser.add_argument("--quiet", "-q", action="store_true", help="plain lines, no progress")
+
+
+def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
+    _local(parser)
+    parser.add_argument("--arch", help=ARCH_HELP)
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a variant key, e.g. --variant aotriton_mi100_fa=true")
+                        help=f"override a variant key, e.g. --variant {VARIANT_EXAMPLE}")
     parser.add_argument("--source-channel", action="append", metavar="URL",
                         help="channel for dependencies that are not ours (repeatable; default: conda-forge)")
     parser.add_argument("--no-source-channels", action="store_true", help="use no channel but the local one")
-    parser.add_argument("--quiet", "-q", action="store_true", help="plain lines, no progress")
     parser.add_argument("--source-cache", type=folder, metavar="DIR",
                         help="the source cache every build shares (default: <workspace>/.orchestrate/sources; "
                              "a shared folder or network mount works)")
@@ -49,9 +64,11 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
         parser.add_argument("--keep-going", "-k", action="store_true",
                             help="after a failure, still build every package that does not need it")
         parser.add_argument("--dry-run", "-n", action="store_true", help="show what would be built, build nothing")
-        parser.add_argument("--jobs", "-j", type=count, help="MAX_JOBS for compiles (default: from cores and memory)")
-        parser.add_argument("--compiler-launcher", choices=["", "ccache", "sccache"], default=None,
-                            help="compiler cache the build scripts put in front of the compilers")
+        parser.add_argument("--jobs", "-j", type=count, metavar="N",
+                            help="MAX_JOBS for compiles (default: from cores and memory)")
+        parser.add_argument("--compiler-launcher", type=compiler_launcher,
+                            metavar="{" + ",".join(COMPILER_LAUNCHERS) + "}",
+                            help="compiler cache the build scripts put in front of the compilers (default: none)")
         parser.add_argument("--no-tests", action="store_true", help="skip the recipes' test sections")
         parser.add_argument("--cache-channel", action="append", default=[], metavar="URL", type=shared_channel,
                             help="take a package with the same input hash from this channel instead of building")
@@ -66,7 +83,7 @@ def make_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="the build order and what each package needs")
     _common(plan)
-    plan.add_argument("packages", nargs="*", metavar="PKG")
+    plan.add_argument("packages", nargs="*", metavar="PKG", help="plan these and what they need (default: rocm-stack)")
     plan.add_argument("--all", action="store_true", dest="everything",
                       help="plan every recipe, not only what rocm-stack needs")
     build_all = sub.add_parser("build-all", help="build rocm-stack and everything it needs (add PKG to build more)")
@@ -80,23 +97,26 @@ def make_parser() -> argparse.ArgumentParser:
                                 "once: CI's first job, whose channel the architectures' jobs then use as cache")
     build = sub.add_parser("build", help="build packages and whatever they need")
     _common(build, build=True)
-    build.add_argument("packages", nargs="+", metavar="PKG")
+    build.add_argument("packages", nargs="+", metavar="PKG", help="the packages to build, with what they need")
     fetch = sub.add_parser("fetch", help="download and verify every source, check every patch; build nothing")
     _common(fetch)
     fetch.add_argument("--all-archs", action="store_true", help="the sources of every architecture in the table")
-    fetch.add_argument("packages", nargs="*", metavar="PKG")
+    fetch.add_argument("packages", nargs="*", metavar="PKG",
+                       help="only these packages' sources and what they need (default: rocm-stack's)")
     clean = sub.add_parser("clean", help="remove failed builds' work folders (and old superseded packages)")
-    _common(clean)
+    _local(clean)
     clean.add_argument("--superseded", type=days, metavar="DAYS",
                        help="also remove superseded packages set aside more than DAYS days ago")
     for name in ("list", "status"):
         listing = sub.add_parser(name, help="what the channel holds, per architecture")
-        _common(listing)
+        _local(listing)
     variants = sub.add_parser("variants", help="check or regenerate variants/<arch>.yaml from the table")
-    variants.add_argument("--workspace", type=existing_folder)
+    variants.add_argument("--workspace", type=existing_folder, metavar="DIR",
+                          help="folder with recipes/ and variants/ (default: found from here)")
     variants.add_argument("--write", action="store_true", help="rewrite the generated variant files")
     detect = sub.add_parser("detect", help="print this machine's AMD GPU architecture")
-    detect.add_argument("--workspace", type=existing_folder)
+    detect.add_argument("--workspace", type=existing_folder, metavar="DIR",
+                        help="folder with recipes/ and variants/ (default: found from here)")
     doctor_parser = sub.add_parser("doctor", help="is this machine ready to build and run the stack? one line per check")
     _common(doctor_parser)
     doctor.add_arguments(doctor_parser)

@@ -104,7 +104,7 @@ def run_doctor(options: Options, machine: Machine | None = None, probe: Probe | 
     """The architecture doctor judged for (None when there is none) and its checks, in order."""
     machine, probe = machine or MACHINE, probe or probe_url
     table = ArchitectureTable.load(options.variants_dir)
-    chosen = options.arch or os.environ.get(ARCH_ENV)
+    chosen = options.arch  # --arch, orchestrate.toml, $ORCHESTRATE_ARCH (options.arch_from)
     if chosen:
         table.get(chosen)  # an unknown --arch is a usage error, as everywhere else
     detected = detect.detect_gpu_arch(machine.kfd_nodes)

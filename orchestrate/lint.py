@@ -400,7 +400,7 @@ def _relative(path: Path, workspace: Path) -> str:
 
 # -- the command -------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=existing_folder,
+    parser.add_argument("--workspace", type=existing_folder, metavar="DIR",
                         help="folder with recipes/ and variants/ (default: found from here)")
     choice = parser.add_mutually_exclusive_group()
     choice.add_argument("--arch", help="render for this architecture only (default: every architecture)")

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .channels import anchored
 from .errors import UserError
@@ -201,14 +204,183 @@ def existing_folder(text: str) -> Path:
     return path
 
 
+# Where a package server is written to: `publish`, `verify --from` and --cache-channel take these besides a channel.
+PACKAGE_SERVER_SCHEMES = ("prefix", "quetz", "artifactory", "anaconda")
+# A channel publish writes, or verify and --cache-channel read: a folder or a URL share/targets.py knows.
+shared_channel = location(*CHANNEL_SCHEMES, *PACKAGE_SERVER_SCHEMES)
+http_url = location("http", "https", folders=False)
+COMPILER_LAUNCHERS = ("ccache", "sccache")
+
+
+def compiler_launcher(text: str) -> str:
+    """The compiler cache the build scripts put in front of the compilers, or "" for none."""
+    if text not in ("", *COMPILER_LAUNCHERS):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a compiler launcher: pass {' or '.join(COMPILER_LAUNCHERS)} "
+                                         "(or leave it out for none)")
+    return text
+
+
+def package_format(text: str) -> str:
+    """rattler-build's package format and level (DEFAULT_PACKAGE_FORMAT says why its default)."""
+    if not PACKAGE_FORMAT.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a package format: pass \"conda\", \"conda:<level -7..22>\", "
+                                         f"\"tar-bz2\" or \"tar-bz2:<level 1..9>\" "
+                                         f"(default {DEFAULT_PACKAGE_FORMAT!r})")
+    return text
+
+
+# -- orchestrate.toml: every key declared once, checked when the file is read (load_config), by the checker
+# of its flag. Keys are snake_case; the [s3-options.<bucket>] tables keep pixi's kebab-case keys, since
+# consumer-manifest copies them into a teammate's pixi.toml as they are.
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    kind: type  # str, int, bool, or list (of text; a string is a list of one, never read a character at a time)
+    form: str  # what to write, for the error line: "a whole number of 1 or more, e.g. max_jobs = 4"
+    doc: str  # one line for docs/reference.md
+    default: str = ""
+    flag: str = ""
+    check: Callable[[str], object] | None = None  # the flag's checker (argparse type=), for each value as text
+    in_workspace: bool = False  # a relative folder is relative to the workspace
+
+    def read(self, value, where: str, workspace: Path):
+        """The value, checked; a UserError naming `where` (file and key) and the form to write otherwise."""
+        values = [value] if self.kind is list and isinstance(value, str) else value
+        if self.kind is list:
+            fits = isinstance(values, list) and all(isinstance(v, str) for v in values)
+        else:
+            fits = isinstance(value, self.kind) and not (self.kind is int and isinstance(value, bool))
+        if not fits:
+            raise UserError(f"{where} = {_toml(value)} is {_kind_of(value)}: write {self.form}")
+        for text in values if self.kind is list else [value]:
+            self._check(str(text), f"{where} = {_toml(value)}", workspace)
+        return values
+
+    def _check(self, text: str, said: str, workspace: Path) -> None:
+        if not self.check:
+            return
+        if self.in_workspace and text and not (URL.fullmatch(text) or url_written_wrong(text, set(CHANNEL_SCHEMES))
+                                               or Path(text).expanduser().is_absolute()):
+            text = str(workspace / text)
+        try:
+            self.check(text)
+        except argparse.ArgumentTypeError as exc:
+            reason = str(exc).split(": pass ")[0].removeprefix(repr(text))  # `said` names the value
+            raise UserError(f"{said}{reason if reason.startswith(':') else ' ' + reason.strip()}: write {self.form}"
+                            ) from None
+
+
+CONFIG_KEYS = (
+    ConfigKey("channel", str, 'a folder, e.g. channel = "channel"',
+              "the local channel folder, relative to the workspace",
+              default=f'`"{DEFAULT_CHANNEL}"`', flag="--channel", check=folder, in_workspace=True),
+    ConfigKey("arch", str, 'an architecture of variants/architectures.yaml, e.g. arch = "gfx1151"',
+              f"the GPU architecture to build for (else `${ARCH_ENV}`, else detected)", flag="--arch"),
+    ConfigKey("source_channels", list, 'a list of channels, e.g. source_channels = ["conda-forge"]',
+              "where dependencies come from (see [Channel names](#channel-names))",
+              default='`["conda-forge"]`', flag="--source-channel, --no-source-channels"),
+    ConfigKey("cache_channels", list, 'a list of channels, e.g. cache_channels = ["s3://team/rocm-stack"]',
+              "shared channels looked up by input hash before building (see [The shared channel as a build cache]"
+              "(sharing.md#the-shared-channel-as-a-build-cache))",
+              default="`[]`", flag="--cache-channel", check=shared_channel, in_workspace=True),
+    ConfigKey("source_cache", str, 'a folder, e.g. source_cache = "/mnt/team/sources"',
+              "the source cache folder (see [Sources](getting-started.md#sources-downloaded-once-checked-before-the-"
+              "hours-start))", default='`".orchestrate/sources"`', flag="--source-cache", check=folder,
+              in_workspace=True),
+    ConfigKey("max_jobs", int, "a whole number of 1 or more, e.g. max_jobs = 4 (leave it out for cores and memory)",
+              "`MAX_JOBS` for the builds", default=f"min(cores, free GiB / {GIB_PER_JOB})", flag="--jobs",
+              check=count),
+    ConfigKey("compiler_launcher", str, f'{" or ".join(COMPILER_LAUNCHERS)}, e.g. compiler_launcher = "ccache"',
+              "the compiler cache in front of every compile", default="none", flag="--compiler-launcher",
+              check=compiler_launcher),
+    ConfigKey("package_format", str, 'a package format, e.g. package_format = "conda:9"',
+              "the packages' format and level: `\"conda\"`, `\"conda:<-7..22>\"`, `\"tar-bz2\"`, `\"tar-bz2:<1..9>\"` "
+              "(the default: 1.7× pip's time to repackage the torch wheel against 5.3× at rattler-build's default "
+              "level, for 1.9% more size; see [How long repackaging takes]"
+              "(prebuilt-or-source.md#how-long-repackaging-takes))",
+              default=f'`"{DEFAULT_PACKAGE_FORMAT}"`', check=package_format),
+    ConfigKey("compression_threads", int, "a whole number of 1 or more, e.g. compression_threads = 4 (leave it out "
+              "for all cores)", "zstd threads per package", default="all cores", check=count),
+)
+S3_OPTIONS = "s3-options"
+S3_OPTION_KEYS = (  # pixi's keys
+    ConfigKey("endpoint-url", str, 'an http(s) URL, e.g. endpoint-url = "http://minio:9000"',
+              "an S3-compatible endpoint", default="`$AWS_ENDPOINT_URL`, else AWS", flag="--s3-endpoint-url",
+              check=http_url),
+    ConfigKey("region", str, 'a region, e.g. region = "us-east-1"', "the bucket's region",
+              default="`$AWS_REGION`, else `us-east-1`", flag="--s3-region"),
+    ConfigKey("force-path-style", bool, "true or false, e.g. force-path-style = true", "path-style bucket addressing",
+              default="on with a custom endpoint", flag="--[no-]s3-path-style"),
+)
+
+
 def load_config(workspace: Path) -> dict:
+    """orchestrate.toml's keys, each checked as its flag is; a missing file is no keys."""
     path = workspace / CONFIG_FILE
     if not path.exists():
         return {}
     try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path} is not valid TOML ({exc}): fix the file")
+    except OSError as exc:
+        raise UserError(f"{path} cannot be read ({exc.strerror}): fix its permissions, or remove it") from None
+    keys = {key.name: key for key in CONFIG_KEYS}
+    config = {}
+    for name, value in raw.items():
+        if name == S3_OPTIONS:
+            config[name] = _s3_options(value, path, workspace)
+        elif name in keys:
+            config[name] = keys[name].read(value, f"{path}: {name}", workspace)
+        else:
+            raise UserError(_unknown(f"{path}: unknown key {name!r}", name, [*keys, S3_OPTIONS]))
+    return config
+
+
+def _s3_options(tables, path: Path, workspace: Path) -> dict:
+    example = '[s3-options.<bucket>] with endpoint-url = "http://minio:9000" under it'
+    if not isinstance(tables, dict):
+        raise UserError(f"{path}: {S3_OPTIONS} = {_toml(tables)} is {_kind_of(tables)}: write {example}")
+    keys = {key.name: key for key in S3_OPTION_KEYS}
+    for bucket, table in tables.items():
+        if not isinstance(table, dict):
+            raise UserError(f"{path}: [{S3_OPTIONS}] {bucket} = {_toml(table)}: [{S3_OPTIONS}] holds one table per "
+                            f"bucket: write [{S3_OPTIONS}.<bucket>] with {bucket} = {_toml(table)} under it")
+        for name, value in table.items():
+            where = f"{path}: [{S3_OPTIONS}.{bucket}] {name}"
+            if name not in keys:
+                raise UserError(_unknown(f"{where} is no S3 option", name, list(keys)))
+            keys[name].read(value, where, workspace)
+    return tables
+
+
+def _unknown(said: str, name: str, known: list[str]) -> str:
+    """`said`, and the nearest known key (`max-jobs` is max_jobs), else every known key."""
+    spelt = {k.replace("-", "_").lower(): k for k in known}
+    written = name.replace("-", "_").lower()
+    near = written if written in spelt else next(iter(difflib.get_close_matches(written, list(spelt), n=1)), None)
+    if near:
+        return f"{said}: did you mean {spelt[near]!r}?"
+    return f"{said}: the keys are {', '.join(known)} (docs/reference.md, orchestrate.toml)"
+
+
+def _toml(value) -> str:
+    """A value as orchestrate.toml writes it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (str, int, float, list)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def _kind_of(value) -> str:
+    kinds = [(bool, "true or false"), (int, "a whole number"), (float, "a number"), (str, "text"), (list, "a list"),
+             (dict, "a table")]
+    if isinstance(value, list) and any(not isinstance(item, str) for item in value):
+        return f"a list holding {_kind_of(next(item for item in value if not isinstance(item, str)))}"
+    return next((name for kind, name in kinds if isinstance(value, kind)), "a date")
 
 
 def find_workspace(start: Path) -> Path:
@@ -223,22 +395,42 @@ def find_workspace(start: Path) -> Path:
     )
 
 
+# An override every architecture takes (tests/test_reference.py checks it on each), for the help and errors.
+VARIANT_EXAMPLE = "pytorch_from=source"
+
+
 def parse_variant_overrides(items: list[str]) -> dict[str, str]:
     overrides = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise UserError(f"--variant '{item}' is not KEY=VALUE: write e.g. --variant aotriton_mi100_fa=true")
+            raise UserError(f"--variant '{item}' is not KEY=VALUE: write e.g. --variant {VARIANT_EXAMPLE}")
         overrides[key.strip()] = value.strip()
     return overrides
 
 
+# What a command's parser may leave out (`list` takes no --arch, `serve` no --variant): options_from_args reads
+# every argument by name, so a misspelt one is an AttributeError, not a silent default.
+ARGUMENT_DEFAULTS = {"arch": None, "variant": [], "source_channel": None, "no_source_channels": False,
+                     "quiet": False, "source_cache": None, "cache_channel": [], "keep_going": False, "dry_run": False,
+                     "jobs": None, "compiler_launcher": None, "no_tests": False, "offline": False}
+ARCH_HELP = f"GPU architecture, e.g. gfx1151 (default: orchestrate.toml's arch, else ${ARCH_ENV}, else detected)"
+
+
+def arch_from(flag: str | None, config: dict) -> str | None:
+    """The architecture a command is given: --arch, else orchestrate.toml's arch, else $ORCHESTRATE_ARCH; None
+    leaves it to detection (architectures.choose_arch). The one reader of ORCHESTRATE_ARCH for every command
+    whose --arch help names it (ARCH_HELP)."""
+    return flag or config.get("arch") or os.environ.get(ARCH_ENV) or None
+
+
 def options_from_args(args: argparse.Namespace) -> Options:
+    args = argparse.Namespace(**{**ARGUMENT_DEFAULTS, **vars(args)})
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
     config = load_config(workspace)
-    channel = args.channel or Path(config.get("channel", DEFAULT_CHANNEL))
+    channel = args.channel or Path(config.get("channel", DEFAULT_CHANNEL)).expanduser()
     channel = channel if channel.is_absolute() else (Path.cwd() if args.channel else workspace) / channel
-    if getattr(args, "no_source_channels", False):
+    if args.no_source_channels:
         sources = []
     else:
         written = args.source_channel or config.get("source_channels", list(DEFAULT_SOURCE_CHANNELS))
@@ -246,49 +438,25 @@ def options_from_args(args: argparse.Namespace) -> Options:
     return Options(
         workspace=workspace,
         channel=channel.resolve(),
-        arch=args.arch or config.get("arch"),
+        arch=arch_from(args.arch, config),
         source_channels=list(sources),
-        cache_channels=list(getattr(args, "cache_channel", []) or config.get("cache_channels", [])),
+        cache_channels=list(args.cache_channel or [anchored(c, workspace) for c in config.get("cache_channels", [])]),
         variant_overrides=parse_variant_overrides(args.variant),
-        keep_going=getattr(args, "keep_going", False),
-        dry_run=getattr(args, "dry_run", False),
+        keep_going=args.keep_going,
+        dry_run=args.dry_run,
         quiet=args.quiet,
-        max_jobs=getattr(args, "jobs", None) or count_from(config, "max_jobs", workspace, "cores and memory"),
-        compiler_launcher=(getattr(args, "compiler_launcher", None) or config.get("compiler_launcher", "")),
-        run_tests=not getattr(args, "no_tests", False),
-        source_cache=_source_cache(args, config, workspace),
-        offline=getattr(args, "offline", False),
-        package_format=package_format_from(config, workspace),
-        compression_threads=compression_threads_from(config, workspace),
+        max_jobs=args.jobs or config.get("max_jobs"),
+        compiler_launcher=args.compiler_launcher or config.get("compiler_launcher", ""),
+        run_tests=not args.no_tests,
+        source_cache=(args.source_cache.resolve() if args.source_cache else _source_cache(config, workspace)),
+        offline=args.offline,
+        package_format=config.get("package_format", DEFAULT_PACKAGE_FORMAT),
+        compression_threads=config.get("compression_threads"),
     )
 
 
-def package_format_from(config: dict, workspace: Path) -> str:
-    value = config.get("package_format", DEFAULT_PACKAGE_FORMAT)
-    if not isinstance(value, str) or not PACKAGE_FORMAT.match(value):
-        raise UserError(f"{workspace / CONFIG_FILE}: package_format = {value!r} is not a package format: write "
-                        f"\"conda\", \"conda:<level -7..22>\", \"tar-bz2\" or \"tar-bz2:<level 1..9>\" "
-                        f"(default {DEFAULT_PACKAGE_FORMAT!r})")
-    return value
-
-
-def compression_threads_from(config: dict, workspace: Path) -> int | None:
-    return count_from(config, "compression_threads", workspace, "all cores")
-
-
-def count_from(config: dict, key: str, workspace: Path, default: str) -> int | None:
-    """orchestrate.toml's `key`, a whole number of 1 or more (--jobs's rule, for the file), or None."""
-    value = config.get(key)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise UserError(f"{workspace / CONFIG_FILE}: {key} = {value!r} is not a positive whole "
-                        f"number: write e.g. {key} = 4, or leave it out for {default}")
-    return value
-
-
-def _source_cache(args, config: dict, workspace: Path) -> Path | None:
-    if getattr(args, "source_cache", None):
-        return args.source_cache.resolve()
-    if config.get("source_cache"):
-        path = Path(config["source_cache"]).expanduser()
-        return path if path.is_absolute() else workspace / path
-    return None
+def _source_cache(config: dict, workspace: Path) -> Path | None:
+    if not config.get("source_cache"):
+        return None
+    path = Path(config["source_cache"]).expanduser()
+    return path if path.is_absolute() else workspace / path

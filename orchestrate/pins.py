@@ -24,7 +24,7 @@ from . import prebuilt as amd
 from . import web
 from .architectures import ArchitectureTable
 from .errors import UserError
-from .options import ARCH_ENV, Options, existing_folder, find_workspace, seconds
+from .options import ARCH_ENV, Options, arch_from, existing_folder, find_workspace, load_config, seconds
 from .release_files import ReadError, World, requirements_on
 from .sources import ZERO_SHA256, Source
 from .ui import Reporter
@@ -67,10 +67,11 @@ class Lookup:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=existing_folder,
+    parser.add_argument("--workspace", type=existing_folder, metavar="DIR",
                         help="folder with recipes/ and variants/ (default: found from here)")
-    parser.add_argument("--arch", help=f"architecture whose rendered sources to show (default: ${ARCH_ENV}, else the "
-                                       "table's first; only rocm-sdk's tarball differs between architectures)")
+    parser.add_argument("--arch", help=f"architecture whose rendered sources to show (default: orchestrate.toml's arch, "
+                                       f"else ${ARCH_ENV}, else the table's first; only rocm-sdk's tarball differs "
+                                       "between architectures)")
     parser.add_argument("--pypi-url", help=f"PyPI JSON API base (default: ${PYPI_URL_ENV}, else {DEFAULT_PYPI_URL})")
     parser.add_argument("--git-base", help=f"where OWNER/REPO git repositories are (URL or folder; default: "
                                            f"${GIT_BASE_ENV}, else {DEFAULT_GIT_BASE})")
@@ -91,7 +92,7 @@ def run(args, reporter: Reporter) -> int:
     if args.timeout <= 0:
         raise UserError(f"--timeout {args.timeout} must be a positive number of seconds")
     upstreams = Upstreams.load(workspace / "variants")
-    pins = read_pins(workspace, upstreams, args.arch or os.environ.get(ARCH_ENV))
+    pins = read_pins(workspace, upstreams, arch_from(args.arch, load_config(workspace)))
     lookups = look_up(upstreams, pins, pypi_url, git_base, args.timeout)
     if lookups and all(lk.unreachable for lk in lookups.values()):
         raise UserError(f"cannot reach PyPI or GitHub ({pypi_url}, {git_base}): check the network or a proxy")

@@ -142,8 +142,8 @@ def wheel_metadata(wheel: bytes) -> tuple[dict, list[str]]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="pypi_command", required=True)
     add = sub.add_parser("add", help="write or refresh a variants/pypi.yaml entry from PyPI (file, sha256, dependencies)")
-    add.add_argument("requirement", metavar="NAME==VERSION")
-    add.add_argument("--workspace", type=existing_folder,
+    add.add_argument("requirement", metavar="NAME==VERSION", help="the PyPI project and the version to pin")
+    add.add_argument("--workspace", type=existing_folder, metavar="DIR",
                      help="folder with recipes/ and variants/ (default: found from here)")
     add.add_argument("--conda-name", help="the conda package name (default: the normalized PyPI name, or the "
                                           "table's `names` mapping)")
@@ -153,7 +153,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "declares, its first line saying where that was read (copied to recipes/pypi/licenses/NAME/)")
     add.add_argument("--pypi-url", help=f"PyPI JSON API base (default: ${web.PYPI_URL_ENV}, else {web.DEFAULT_PYPI_URL})")
     add.add_argument("--timeout", type=seconds, default=DOWNLOAD_TIMEOUT, help="seconds per download (default: %(default)s)")
-    add.add_argument("--quiet", "-q", action="store_true")
+    add.add_argument("--quiet", "-q", action="store_true", help="plain lines, no progress")
 
 
 def run(args, reporter) -> int:

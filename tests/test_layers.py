@@ -22,7 +22,7 @@ ORDER = {BASE: 0, DECLARATIONS: 1, WORK: 2, COMMANDS: 3, FACE: 4}
 
 LAYERS = {
     # Face: argv, the supervisor process, exit codes
-    "__init__": FACE, "__main__": FACE, "launch": FACE, "cli": FACE,
+    "__init__": FACE, "__main__": FACE, "launch": FACE, "cli": FACE, "reference": FACE,
     # Commands: one module per user command
     "runner": COMMANDS, "fetch": COMMANDS, "doctor": COMMANDS, "pins": COMMANDS, "contract": COMMANDS,
     "import_contract": COMMANDS, "lint": COMMANDS,

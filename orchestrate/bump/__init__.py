@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import prebuilt as amd
 from .. import web
 from ..errors import UserError
-from ..options import ARCH_ENV, find_workspace
+from ..options import arch_from, find_workspace, load_config
 from ..pins import AMD_INDEX_ENV, DEFAULT_GIT_BASE, GIT_BASE_ENV
 from ..ui import Reporter
 from ..upstreams import Upstreams, read_pins
@@ -71,7 +71,7 @@ def run(args, reporter: Reporter) -> int:
     world = make_world(args, workspace)
     try:
         upstreams = Upstreams.load(workspace / "variants")
-        pins = read_pins(workspace, upstreams, args.arch or os.environ.get(ARCH_ENV))
+        pins = read_pins(workspace, upstreams, arch_from(args.arch, load_config(workspace)))
         groups = decide(Decider(workspace, upstreams, pins, world))
         if args.write:
             write.apply(workspace, groups, world)

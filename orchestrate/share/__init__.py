@@ -6,15 +6,8 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
-from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, existing_folder, find_workspace, folder, load_config, location,
-                       options_from_args, port)
-
-
-def shared_channel(text: str) -> str:
-    """A channel publish writes, or verify and --cache-channel read: a folder or a URL parse_target knows."""
-    from .targets import PACKAGE_SERVER_SCHEMES
-
-    return location(*CHANNEL_SCHEMES, *PACKAGE_SERVER_SCHEMES)(text)
+from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, existing_folder, find_workspace, folder, http_url, load_config,
+                       location, options_from_args, port, shared_channel)
 
 
 install_channel = location(*CHANNEL_SCHEMES)  # where teammates install from: what pixi reads
@@ -22,14 +15,14 @@ install_channel = location(*CHANNEL_SCHEMES)  # where teammates install from: wh
 
 def _options(args: argparse.Namespace):
     """The CLI's own Options for the arguments these commands share with it (--workspace, --channel)."""
-    defaults = {"arch": None, "variant": [], "source_channel": None, "quiet": False}
-    return options_from_args(argparse.Namespace(**{**defaults, **vars(args)}))
+    return options_from_args(args)
 
 
 def _local_channel_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=existing_folder,
+    parser.add_argument("--workspace", type=existing_folder, metavar="DIR",
                         help="folder with recipes/ and variants/ (default: found from here)")
-    parser.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
+    parser.add_argument("--channel", type=folder, metavar="DIR",
+                        help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines only")
 
 
@@ -49,7 +42,7 @@ def _run_serve(args, reporter) -> int:
 
 
 def _s3_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--s3-endpoint-url", metavar="URL", type=location("http", "https", folders=False),
+    parser.add_argument("--s3-endpoint-url", metavar="URL", type=http_url,
                         help="S3-compatible endpoint, e.g. http://minio:9000 (default: [s3-options.<bucket>] in "
                              "orchestrate.toml, else $AWS_ENDPOINT_URL, else AWS)")
     parser.add_argument("--s3-region", help="region (default: orchestrate.toml, $AWS_REGION, else us-east-1)")
@@ -83,7 +76,7 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--channel", required=True, metavar="URL", type=install_channel,
                         help="the shared channel teammates install from (http(s)://, s3://, file://, a path)")
     parser.add_argument("--arch", help="pin the GPU-specific packages to this architecture's builds")
-    parser.add_argument("--workspace", type=existing_folder, help="workspace whose architecture table to use")
+    parser.add_argument("--workspace", type=existing_folder, metavar="DIR", help="workspace whose architecture table to use")
     parser.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
     parser.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
     parser.add_argument("--force", action="store_true", help="replace an existing --output file")
@@ -113,10 +106,11 @@ def _run_consumer(args, reporter) -> int:
 
 
 def _verify_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=existing_folder,
+    parser.add_argument("--workspace", type=existing_folder, metavar="DIR",
                         help="folder with recipes/ and variants/ (default: found from here)")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--channel", type=folder, help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
+    where.add_argument("--channel", type=folder, metavar="DIR",
+                        help=f"local channel folder (default: <workspace>/{DEFAULT_CHANNEL})")
     where.add_argument("--from", dest="source", metavar="URL", type=shared_channel,
                        help="a shared channel instead: a folder, file:///dir, s3://bucket/channel or http(s)://")
     parser.add_argument("--quick", action="store_true",

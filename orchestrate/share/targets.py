@@ -25,6 +25,7 @@ from typing import Callable
 
 from .. import web
 from ..errors import UserError
+from ..options import PACKAGE_SERVER_SCHEMES
 from . import credentials
 from .s3 import S3Options, S3Store, s3_options
 from .store import FolderStore, Store
@@ -33,7 +34,6 @@ __all__ = ["FolderStore", "HttpStore", "PackageServer", "S3Options", "S3Store", 
            "s3_options"]
 
 HTTP_TIMEOUT_S = 30
-PACKAGE_SERVER_SCHEMES = ("prefix", "quetz", "artifactory", "anaconda")
 
 
 class HttpStore(Store):

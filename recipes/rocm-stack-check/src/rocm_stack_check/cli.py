@@ -63,14 +63,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--shape", action="append", type=Shape.parse, metavar="B,H,S,D",
                        help="a shape to run (repeatable); replaces the default shapes")
     bench.add_argument("--dtype", action="append", choices=DTYPES, help="default: fp16 and bf16")
-    bench.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    bench.add_argument("--causal", choices=("both", "yes", "no"), default="both",
+                       help="causal masking, plain, or both (default both)")
     bench.add_argument("--backend", action="append", metavar="NAME",
                        help="flash, efficient, math, cudnn, flash-ck, flash_attn (repeatable; default: all there)")
-    bench.add_argument("--forward-only", action="store_true")
+    bench.add_argument("--forward-only", action="store_true", help="time the forward pass only, not the backward")
     bench.add_argument("--device", default="auto", help="auto (the GPU), cuda, cuda:N or cpu")
     bench.add_argument("--warmup", type=at_least(0, whole=True), default=3, help="untimed runs before timing (default 3)")
-    bench.add_argument("--min-reps", type=at_least(1, whole=True), default=3)
-    bench.add_argument("--max-reps", type=at_least(1, whole=True), default=20)
+    bench.add_argument("--min-reps", type=at_least(1, whole=True), default=3, metavar="N",
+                       help="timed repetitions at least (default 3)")
+    bench.add_argument("--max-reps", type=at_least(1, whole=True), default=20, metavar="N",
+                       help="timed repetitions at most (default 20)")
     bench.add_argument("--target-ms", type=at_least(0, above=True), default=200.0,
                        help="aim for this much timed work per measurement (default 200)")
     bench.add_argument("--batch-ms", type=at_least(0, above=True), default=1.0,
