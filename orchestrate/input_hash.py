@@ -34,11 +34,11 @@ def own_digests(stage1: dict, recipe_files: str, patches: list[Path], variant: d
 
 def recipe_folder_digest(folder: Path, leave_out: str = "") -> str:
     """Every file of the recipe folder (but those under its subfolder `leave_out`), plus the shared scripts it
-    names, by content."""
+    names and those they name in turn (rocm-env.sh sources hip-toolchain.sh), by content."""
     files = {str(p.relative_to(folder)): file_digest(p) for p in _walk(folder)
              if not leave_out or p.relative_to(folder).parts[0] != leave_out}
     shared = folder.parent / SHARED_SCRIPTS
-    for ref in sorted(_shared_references(folder)):
+    for ref in sorted(_shared_closure(shared, _shared_references(folder))):
         target = shared / ref
         for p in _walk(target) if target.is_dir() else [target] if target.is_file() else []:
             files[f"{SHARED_SCRIPTS}/{p.relative_to(shared)}"] = file_digest(p)
@@ -68,6 +68,23 @@ def _walk(folder: Path):
     for path in sorted(folder.rglob("*")):
         if path.is_file() and not IGNORED_NAMES.intersection(path.relative_to(folder).parts):
             yield path
+
+
+def _shared_closure(shared: Path, refs: set[str]) -> set[str]:
+    """`refs` and every shared file a referenced shared file names (by file name: they find each other beside
+    themselves, `$(dirname "${BASH_SOURCE[0]}")/hip-toolchain.sh`)."""
+    names = {p.name for p in shared.iterdir() if p.is_file()} if shared.is_dir() else set()
+    found, todo = set(refs), list(refs)
+    while todo:
+        target = shared / todo.pop()
+        if not target.is_file():
+            continue
+        text = target.read_text(errors="ignore")
+        for name in names - found:
+            if re.search(r"(?<![\w.\-])" + re.escape(name) + r"(?![\w\-])", text):
+                found.add(name)
+                todo.append(name)
+    return found
 
 
 def _shared_references(folder: Path) -> set[str]:
