@@ -38,7 +38,7 @@ def recipe_folder_digest(folder: Path, leave_out: str = "") -> str:
     files = {str(p.relative_to(folder)): file_digest(p) for p in _walk(folder)
              if not leave_out or p.relative_to(folder).parts[0] != leave_out}
     shared = folder.parent / SHARED_SCRIPTS
-    for ref in sorted(_shared_closure(shared, _shared_references(folder))):
+    for ref in sorted(shared_scripts_used(folder)):
         target = shared / ref
         for p in _walk(target) if target.is_dir() else [target] if target.is_file() else []:
             files[f"{SHARED_SCRIPTS}/{p.relative_to(shared)}"] = file_digest(p)
@@ -68,6 +68,11 @@ def _walk(folder: Path):
     for path in sorted(folder.rglob("*")):
         if path.is_file() and not IGNORED_NAMES.intersection(path.relative_to(folder).parts):
             yield path
+
+
+def shared_scripts_used(folder: Path) -> set[str]:
+    """The recipes/_shared files a recipe folder's scripts use, directly or through another shared script."""
+    return _shared_closure(folder.parent / SHARED_SCRIPTS, _shared_references(folder))
 
 
 def _shared_closure(shared: Path, refs: set[str]) -> set[str]:

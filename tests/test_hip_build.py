@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from rattler.package_streaming import extract
 from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
+from orchestrate.input_hash import shared_scripts_used
 from stack import install
 
 REPO = Path(__file__).resolve().parent.parent
@@ -156,3 +158,29 @@ def test_installed_library_loads_libamdhip64_from_the_sdk_in_site_packages(hip_b
     assert opened, loaded.stderr[-2000:]
     assert Path(opened[0]).is_relative_to(prefix / SITE / "_rocm_sdk_core" / "lib"), \
         f"libamdhip64 came from {opened[0]}, not from the SDK in {prefix / SITE}"
+
+
+def _written(recipe: Path) -> dict:
+    return yaml.safe_load(recipe.read_text())
+
+
+COMPILED = sorted(p.parent.name for p in (REPO / "recipes").glob("*/recipe.yaml") if "compiler(" in p.read_text())
+
+
+def test_the_compiled_recipes_are_the_ones_the_issue_names():
+    assert COMPILED == sorted(["aotriton", "composable-kernel", "flash-attn", "aiter", "vllm", "pytorch-rocm",
+                               "triton-rocm", "torchvision-rocm", "torchaudio-rocm"])
+
+
+@pytest.mark.parametrize("recipe", COMPILED)
+def test_every_compiled_recipe_carries_the_rpaths_the_hip_build_proves(recipe):
+    proven = _written(TEST_RECIPES / "hip-kernel" / "recipe.yaml")["build"]["dynamic_linking"]["rpaths"]
+    assert any("_rocm_sdk_core/lib" in entry for entry in proven)
+    assert _written(REPO / "recipes" / recipe / "recipe.yaml")["build"]["dynamic_linking"]["rpaths"] == proven
+
+
+@pytest.mark.parametrize("recipe", sorted(set(COMPILED) - {"triton-rocm"}))
+def test_every_hip_compiling_recipe_reaches_the_shared_toolchain_wiring(recipe):
+    """triton-rocm compiles no HIP: its C++ goes through conda's gcc, which has the sysroot already."""
+    used = shared_scripts_used(REPO / "recipes" / recipe)
+    assert {"rocm-env.sh", "hip-toolchain.sh", "rocm-toolchain.cmake"} <= used
