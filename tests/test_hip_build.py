@@ -114,8 +114,13 @@ def package_files(hip_build, tmp_path_factory) -> Path:
     return target
 
 
-def test_the_package_holds_real_gfx90a_device_code(package_files, tmp_path):
-    library = package_files / "lib" / "libhipkernel.so"
+# one library per way the recipes compile HIP: CMake with ROCm's clang++ (CK, aotriton) and hipcc (torch extensions)
+LIBRARIES = {"cmake": "libhipkernel.so", "hipcc": "libhipkernel_hipcc.so"}
+
+
+@pytest.mark.parametrize("compiled_by", LIBRARIES)
+def test_the_package_holds_real_gfx90a_device_code(package_files, tmp_path, compiled_by):
+    library = package_files / "lib" / LIBRARIES[compiled_by]
     fatbin = tmp_path / "hip_fatbin"
     subprocess.run(["objcopy", "-O", "binary", "--only-section=.hip_fatbin", str(library), str(fatbin)], check=True)
     listed = subprocess.run([DEBIAN_TOOLS["clang-offload-bundler"], "--list", "--type=o", f"--input={fatbin}"],
@@ -129,26 +134,42 @@ def test_cmake_takes_hip_from_the_sdk_even_with_a_system_rocm_appended_first(hip
     assert not found.is_relative_to(hip_build.decoy)
 
 
-def test_every_header_the_compiler_read_is_in_the_build_env_the_host_prefix_or_the_sysroot(package_files):
-    deps = (package_files / "share/hip-kernel/compile-deps.txt").read_text()
-    read = [Path(line.strip()) for line in deps.splitlines() if line.startswith("    ")]
-    [source] = [p for p in read if p.name == "kernel.hip"]
-    build = source.parent.parent  # rattler-build's folder for this build: work/, build_env/, host_env_placehold.../
-    roots = {p.relative_to(build).parts[0] for p in read if p.is_relative_to(build)}
+def headers_read(package_files: Path, compiled_by: str) -> list[Path]:
+    """The compiler's own -MD output: ninja's record of it for the CMake build, the depfile itself for hipcc's."""
+    if compiled_by == "cmake":
+        deps = (package_files / "share/hip-kernel/compile-deps.txt").read_text()
+        words = [line.strip() for line in deps.splitlines() if line.startswith("    ")]
+    else:
+        deps = (package_files / "share/hip-kernel/hipcc-deps.txt").read_text().replace("\\\n", " ")
+        words = deps.split(":", 1)[1].split()
+    # the paths as the compiler wrote them, "<gcc install>/../../../../" folded but no symlink followed
+    return [Path(os.path.normpath(word)) for word in words]
+
+
+@pytest.mark.parametrize("compiled_by", LIBRARIES)
+def test_every_header_the_compiler_read_is_in_the_build_env_the_host_prefix_or_the_sysroot(package_files, compiled_by):
+    read = headers_read(package_files, compiled_by)
+    read = [p for p in read if p.name != "kernel.hip"]
+    # rattler-build's folder for this build holds work/ (the sources), build_env/ (where the GCC and sysroot
+    # stand-in lies, as conda-forge's does) and host_env_placehold.../ (the SDK)
+    [build] = {parent for p in read for parent in p.parents if parent.name.startswith("rattler-build_hip-kernel")}
     outside = [str(p) for p in read if not p.is_relative_to(build)]
     assert not outside, f"headers from outside the build environment, host prefix and sysroot: {outside[:10]}"
+    roots = {p.relative_to(build).parts[0] for p in read}
     assert {r for r in roots if not r.startswith("host_env_placehold")} <= {"work", "build_env"}, roots
-    # the host-side C and C++ headers came from conda's sysroot and libstdc++ (the stand-ins, in the build env)
+    # the host-side C and C++ headers came from conda's sysroot and libstdc++ (the stand-ins), HIP's from the SDK
     assert any("build_env/x86_64-conda-linux-gnu/sysroot/usr/include/" in str(p) for p in read)
     assert any("build_env/x86_64-conda-linux-gnu/include/c++/" in str(p) for p in read)
-    assert any(str(p).endswith("_rocm_sdk_core/include/hip/hip_runtime.h") for p in read)
+    assert any(re.search(r"/host_env_placehold[^/]*/.*/_rocm_sdk_(core|devel)/include/hip/hip_runtime\.h$", str(p))
+               for p in read)
 
 
-def test_installed_library_loads_libamdhip64_from_the_sdk_in_site_packages(hip_build, tmp_path):
+@pytest.mark.parametrize("compiled_by", LIBRARIES)
+def test_installed_library_loads_libamdhip64_from_the_sdk_in_site_packages(hip_build, tmp_path, compiled_by):
     hip_build.require()
     prefix = tmp_path / "env"
     install(hip_build.channel, ["hip-kernel"], None, prefix)
-    library = prefix / "lib" / "libhipkernel.so"
+    library = prefix / "lib" / LIBRARIES[compiled_by]
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
     loaded = subprocess.run(
         ["python3", "-c", "import ctypes, sys; ctypes.CDLL(sys.argv[1])", str(library)],

@@ -7,8 +7,10 @@ debian_lib=/usr/lib/x86_64-linux-gnu
 mkdir -p "$core/lib/llvm/bin" "$core/lib/llvm/lib/clang" "$core/lib/llvm/amdgcn" "$core/include" "$core/share/hip" \
     "$core/lib/cmake/hip" "$core/bin"
 
-cp "$llvm/bin/clang" "$core/lib/llvm/bin/clang"
-ln -s clang "$core/lib/llvm/bin/clang++"
+# LLVM's install layout: the binary is clang-<major>, clang and clang++ link to it (Debian's hipcc calls clang-15)
+cp "$(readlink -f "$llvm/bin/clang")" "$core/lib/llvm/bin/clang-${llvm##*-}"
+ln -s "clang-${llvm##*-}" "$core/lib/llvm/bin/clang"
+ln -s "clang-${llvm##*-}" "$core/lib/llvm/bin/clang++"
 for tool in lld ld.lld clang-offload-bundler llvm-link llvm-objcopy; do ln -s "$llvm/bin/$tool" "$core/lib/llvm/bin/$tool"; done
 for library in "$llvm"/lib/libclang-cpp.so.* "$llvm"/lib/libLLVM-*.so*; do ln -s "$library" "$core/lib/llvm/lib/"; done
 for resource in "$llvm"/lib/clang/*; do ln -s "$resource" "$core/lib/llvm/lib/clang/"; done
