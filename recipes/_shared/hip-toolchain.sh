@@ -26,7 +26,10 @@
 #    first in the variable itself.
 # Reads: ROCM_PATH (rocm-env.sh), BUILD_PREFIX, CONDA_BUILD_SYSROOT and CONDA_TOOLCHAIN_HOST (conda-forge's
 #   compiler activation; defaults: $BUILD_PREFIX/x86_64-conda-linux-gnu/sysroot, x86_64-conda-linux-gnu).
-# Exports: ROCM_CLANG_TOOLCHAIN_FLAGS, HIPCC_COMPILE_FLAGS_APPEND, HIPCC_LINK_FLAGS_APPEND, CMAKE_TOOLCHAIN_FILE.
+# 3. HIP_PLATFORM=amd: hipcc and hip-config.cmake pick NVIDIA's platform where an nvcc is on PATH and nothing says
+#    otherwise (build machines with CUDA installed).
+# Exports: ROCM_CLANG_TOOLCHAIN_FLAGS, HIPCC_COMPILE_FLAGS_APPEND, HIPCC_LINK_FLAGS_APPEND, CMAKE_TOOLCHAIN_FILE,
+#   HIP_PLATFORM.
 
 # Prints clang's flags for the GCC under prefix $1 and the sysroot $2, or fails with one line naming what is missing.
 rocm_clang_toolchain_flags() {
@@ -55,3 +58,4 @@ export CMAKE_TOOLCHAIN_FILE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/rocm-
 export ROCM_CLANG_TOOLCHAIN_FLAGS
 export HIPCC_COMPILE_FLAGS_APPEND="${HIPCC_COMPILE_FLAGS_APPEND:+$HIPCC_COMPILE_FLAGS_APPEND }$ROCM_CLANG_TOOLCHAIN_FLAGS"
 export HIPCC_LINK_FLAGS_APPEND="${HIPCC_LINK_FLAGS_APPEND:+$HIPCC_LINK_FLAGS_APPEND }$ROCM_CLANG_TOOLCHAIN_FLAGS"
+export HIP_PLATFORM=amd
