@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 SHARED_SCRIPTS = "_shared"  # recipes/_shared: build scripts recipes share
 # Bump when what goes into the input hash changes, so old channels are rebuilt rather than trusted.
@@ -72,23 +72,26 @@ def _walk(folder: Path):
 
 def shared_scripts_used(folder: Path) -> set[str]:
     """The recipes/_shared files a recipe folder's scripts use, directly or through another shared script."""
-    return _shared_closure(folder.parent / SHARED_SCRIPTS, _shared_references(folder))
+    shared = folder.parent / SHARED_SCRIPTS
+    named = _shared_references(folder)
+    return named | shared_files_named(shared, [(shared / n).read_text(errors="ignore") for n in named if (shared / n).is_file()])
 
 
-def _shared_closure(shared: Path, refs: set[str]) -> set[str]:
-    """`refs` and every shared file a referenced shared file names (by file name: they find each other beside
-    themselves, `$(dirname "${BASH_SOURCE[0]}")/hip-toolchain.sh`)."""
-    names = {p.name for p in shared.iterdir() if p.is_file()} if shared.is_dir() else set()
-    found, todo = set(refs), list(refs)
-    while todo:
-        target = shared / todo.pop()
-        if not target.is_file():
-            continue
-        text = target.read_text(errors="ignore")
-        for name in names - found:
-            if re.search(r"(?<![\w.\-])" + re.escape(name) + r"(?![\w\-])", text):
+def shared_files_named(shared: Path, texts: list[str], names: set[str] | None = None,
+                       code: Callable[[str], str] = lambda text: text) -> set[str]:
+    """The files of `shared` (those in `names`, by default all) that `texts` name, and those they name in turn: they
+    find each other beside themselves (`$(dirname "${BASH_SOURCE[0]}")/hip-toolchain.sh`). `code` is what of a text
+    counts (the contract checks leave out comments)."""
+    available = names if names is not None else ({p.name for p in shared.iterdir() if p.is_file()}
+                                                 if shared.is_dir() else set())
+    found: set[str] = set()
+    queue = list(texts)
+    while queue:
+        text = code(queue.pop())
+        for name in available - found:
+            if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text):
                 found.add(name)
-                todo.append(name)
+                queue.append((shared / name).read_text(errors="ignore"))
     return found
 
 
