@@ -22,6 +22,7 @@ import yaml
 from rattler.package_streaming import extract
 from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
+from find_hip import prefix_lines, resolve_hip
 from orchestrate.input_hash import shared_scripts_used
 from stack import install
 
@@ -205,3 +206,22 @@ def test_every_hip_compiling_recipe_reaches_the_shared_toolchain_wiring(recipe):
     """triton-rocm compiles no HIP: its C++ goes through conda's gcc, which has the sysroot already."""
     used = shared_scripts_used(REPO / "recipes" / recipe)
     assert {"rocm-env.sh", "hip-toolchain.sh", "rocm-toolchain.cmake"} <= used
+
+
+# aotriton 0.13b's own lines before its find_package(hip) (ROCm/aotriton CMakeLists.txt at 6e00ef3e, the recipe's
+# pin), verbatim; tests/test_upstream_contract.py runs the same check on the checkouts of aotriton and CK.
+AOTRITON_0_13B = """\
+find_package(Python3 ${AOTRITON_MIN_PYTHON} COMPONENTS Interpreter REQUIRED)
+# Must set this otherwise hip-config-amd.cmake cannot find AMDDeviceLibs
+list(APPEND CMAKE_PREFIX_PATH "/opt/rocm")
+find_package(hip REQUIRED)
+"""
+
+
+def test_aotritons_own_prefix_path_line_takes_the_sdks_hip_only_through_the_wiring(tmp_path):
+    if not shutil.which("cmake"):
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(f"no cmake; run: {INSTALL}")
+    lines = prefix_lines(AOTRITON_0_13B)
+    assert lines == ['list(APPEND CMAKE_PREFIX_PATH "/opt/rocm")']
+    assert resolve_hip(lines, tmp_path, wired=True) == str(tmp_path / "sdk/lib/cmake/hip")
+    assert "DECOY" in resolve_hip(lines, tmp_path, wired=False)  # the environment's CMAKE_PREFIX_PATH alone loses
