@@ -16,7 +16,7 @@ import yaml
 
 from orchestrate import runner
 from orchestrate.options import Options
-from prebuilt_helpers import TORCH_ROCM_INIT, VERSION, make_index, sha256_of
+from prebuilt_helpers import TORCH_ROCM_INIT, VERSION, conda_gcc_layout, make_index, sha256_of
 from source_helpers import CountingServer
 from stack import install, make_workspace, package_info, solve
 
@@ -214,18 +214,6 @@ def test_device_files_are_in_the_libraries_overlay_and_linked_into_devel(install
     assert linked.is_symlink() and linked.resolve() == kpack.resolve()
     assert not list(site.rglob("*gfx1100*"))
     assert not (site / "_rocm_sdk_libraries/.devel_links").exists()
-
-
-def conda_gcc_layout(build_prefix: Path, *, sysroot: bool = True) -> Path:
-    """Where conda-forge's gcc_impl and sysroot_linux-64 put a GCC install and the C library's headers (file names
-    only: tests/test_hip_build.py compiles through a working one)."""
-    gcc = build_prefix / "lib/gcc/x86_64-conda-linux-gnu/14.3.0"
-    gcc.mkdir(parents=True)
-    (gcc / "crtbegin.o").touch()
-    if sysroot:
-        (build_prefix / "x86_64-conda-linux-gnu/sysroot/usr/include").mkdir(parents=True)
-        (build_prefix / "x86_64-conda-linux-gnu/sysroot/usr/include/stdio.h").touch()
-    return build_prefix
 
 
 def test_rocm_env_finds_hipcc_clang_and_cmake_configs(installed, tmp_path):

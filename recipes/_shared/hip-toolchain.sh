@@ -31,20 +31,8 @@
 # Exports: ROCM_CLANG_TOOLCHAIN_FLAGS, HIPCC_COMPILE_FLAGS_APPEND, HIPCC_LINK_FLAGS_APPEND, CMAKE_TOOLCHAIN_FILE,
 #   HIP_PLATFORM.
 
-# Prints clang's flags for the GCC under prefix $1 and the sysroot $2, or fails with one line naming what is missing.
-rocm_clang_toolchain_flags() {
-    local gcc_prefix="$1" sysroot="$2" triple="${CONDA_TOOLCHAIN_HOST:-x86_64-conda-linux-gnu}"
-    local gcc_installs=("$gcc_prefix"/lib/gcc/"$triple"/*/crtbegin.o)
-    if [[ ${#gcc_installs[@]} -ne 1 || ! -f "${gcc_installs[0]}" ]]; then
-        echo "hip-toolchain.sh: no single GCC installation at $gcc_prefix/lib/gcc/$triple/<version>/crtbegin.o (found ${#gcc_installs[@]}); add \${{ compiler('cxx') }} to requirements.build" >&2
-        return 1
-    fi
-    if [[ ! -f "$sysroot/usr/include/stdio.h" ]]; then
-        echo "hip-toolchain.sh: no C library headers in the sysroot $sysroot (usr/include/stdio.h); add \${{ stdlib('c') }} to requirements.build" >&2
-        return 1
-    fi
-    echo "--target=$triple --gcc-toolchain=$gcc_prefix --sysroot=$sysroot"
-}
+# shellcheck source=conda-gcc-flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/conda-gcc-flags.sh"
 
 if [[ -z "${BUILD_PREFIX:-}" ]]; then
     echo "hip-toolchain.sh: BUILD_PREFIX is not set; source this from a recipe's build script (rattler-build sets it)" >&2
@@ -52,6 +40,7 @@ if [[ -z "${BUILD_PREFIX:-}" ]]; then
 fi
 if ! ROCM_CLANG_TOOLCHAIN_FLAGS="$(rocm_clang_toolchain_flags "$BUILD_PREFIX" \
         "${CONDA_BUILD_SYSROOT:-$BUILD_PREFIX/${CONDA_TOOLCHAIN_HOST:-x86_64-conda-linux-gnu}/sysroot}")"; then
+    echo "hip-toolchain.sh: $ROCM_CLANG_TOOLCHAIN_FLAGS; add it to requirements.build" >&2
     exit 1
 fi
 export CMAKE_TOOLCHAIN_FILE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/rocm-toolchain.cmake"
