@@ -3,7 +3,9 @@
 # replace it). CMake also reads it again for each try_compile. Why each part: hip-toolchain.sh.
 # Reads: ROCM_PATH (the SDK root), ROCM_CLANG_TOOLCHAIN_FLAGS (clang's GCC install and sysroot).
 
-# Our HIP first. find_package(<name>) consults <name>_DIR before any search path, so upstream's
+# Our HIP first: hip_DIR (and hip-lang_DIR, amd_comgr_DIR, AMDDeviceLibs_DIR, ... for every package folder in the
+# SDK's lib/cmake) is the SDK's, as `-Dhip_DIR=` on each command line would make it. find_package(<name>) consults
+# <name>_DIR before any search path, so upstream's
 # `list(APPEND CMAKE_PREFIX_PATH /opt/rocm)` (aotriton 0.13b, CK) cannot reach a system ROCm for any package the
 # SDK ships; the SDK also leads the CMAKE_PREFIX_PATH variable for whatever its packages find in turn.
 file(GLOB _rocm_sdk_package_dirs LIST_DIRECTORIES true "$ENV{ROCM_PATH}/lib/cmake/*")
