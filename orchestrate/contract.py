@@ -17,6 +17,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .input_hash import shared_files_named
 from .recipes import SHARED_SCRIPTS, load_recipe_yaml
 from .upstreams import MINIMUM, Check, Pins, Upstreams, parse_version, same_release
 
@@ -49,6 +50,10 @@ NOT_FOR_UPSTREAM = {
     (ENV, "PKG_CONFIG_PATH"): "pkg-config's",
     (ENV, "HIP_CLANG_LAUNCHER"): "read by hipcc, not by the project",
     (ENV, "HIP_DEVICE_LIB_PATH"): "read by ROCm's clang, not by the project",
+    (ENV, "HIPCC_COMPILE_FLAGS_APPEND"): "read by hipcc, not by the project (hip-toolchain.sh: conda's GCC and sysroot)",
+    (ENV, "HIPCC_LINK_FLAGS_APPEND"): "read by hipcc, not by the project (hip-toolchain.sh: conda's GCC and sysroot)",
+    (ENV, "HIP_PLATFORM"): "read by hipcc and hip-config.cmake, not by the project",
+    (ENV, "ROCM_CLANG_TOOLCHAIN_FLAGS"): "read by _shared/rocm-toolchain.cmake",
     (ENV, "SETUPTOOLS_SCM_PRETEND_VERSION"): "read by setuptools-scm",
     (ENV, "VCS_VERSIONING_PRETEND_VERSION"): "read by vcs-versioning (setuptools-scm >= 10)",
     (CMAKE, "Python3_EXECUTABLE"): "CMake's FindPython3",
@@ -168,15 +173,8 @@ def recipe_scripts(recipe_dir: Path) -> tuple[list[tuple[str, str]], list[str], 
 
 def _shared_scripts_run(shared_dir: Path, texts: list[str]) -> set[str]:
     available = {p.name for p in shared_dir.glob("*.sh")} if shared_dir.is_dir() else set()
-    found: set[str] = set()
-    queue = list(texts)
-    while queue:
-        code = "\n".join(line for _, line in _logical_lines(queue.pop()))
-        for name in available - found:
-            if re.search(rf"(?<![\w.-]){re.escape(name)}\b", code):
-                found.add(name)
-                queue.append((shared_dir / name).read_text())
-    return found
+    return shared_files_named(shared_dir, texts, available,
+                              code=lambda text: "\n".join(line for _, line in _logical_lines(text)))
 
 
 def name_uses(workspace: Path, pins: Pins, upstreams: Upstreams) -> list[NameUse]:

@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 SHARED_SCRIPTS = "_shared"  # recipes/_shared: build scripts recipes share
 # Bump when what goes into the input hash changes, so old channels are rebuilt rather than trusted.
@@ -34,11 +34,11 @@ def own_digests(stage1: dict, recipe_files: str, patches: list[Path], variant: d
 
 def recipe_folder_digest(folder: Path, leave_out: str = "") -> str:
     """Every file of the recipe folder (but those under its subfolder `leave_out`), plus the shared scripts it
-    names, by content."""
+    names and those they name in turn (rocm-env.sh sources hip-toolchain.sh), by content."""
     files = {str(p.relative_to(folder)): file_digest(p) for p in _walk(folder)
              if not leave_out or p.relative_to(folder).parts[0] != leave_out}
     shared = folder.parent / SHARED_SCRIPTS
-    for ref in sorted(_shared_references(folder)):
+    for ref in sorted(shared_scripts_used(folder)):
         target = shared / ref
         for p in _walk(target) if target.is_dir() else [target] if target.is_file() else []:
             files[f"{SHARED_SCRIPTS}/{p.relative_to(shared)}"] = file_digest(p)
@@ -68,6 +68,31 @@ def _walk(folder: Path):
     for path in sorted(folder.rglob("*")):
         if path.is_file() and not IGNORED_NAMES.intersection(path.relative_to(folder).parts):
             yield path
+
+
+def shared_scripts_used(folder: Path) -> set[str]:
+    """The recipes/_shared files a recipe folder's scripts use, directly or through another shared script."""
+    shared = folder.parent / SHARED_SCRIPTS
+    named = _shared_references(folder)
+    return named | shared_files_named(shared, [(shared / n).read_text(errors="ignore") for n in named if (shared / n).is_file()])
+
+
+def shared_files_named(shared: Path, texts: list[str], names: set[str] | None = None,
+                       code: Callable[[str], str] = lambda text: text) -> set[str]:
+    """The files of `shared` (those in `names`, by default all) that `texts` name, and those they name in turn: they
+    find each other beside themselves (`$(dirname "${BASH_SOURCE[0]}")/hip-toolchain.sh`). `code` is what of a text
+    counts (the contract checks leave out comments)."""
+    available = names if names is not None else ({p.name for p in shared.iterdir() if p.is_file()}
+                                                 if shared.is_dir() else set())
+    found: set[str] = set()
+    queue = list(texts)
+    while queue:
+        text = code(queue.pop())
+        for name in available - found:
+            if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text):
+                found.add(name)
+                queue.append((shared / name).read_text(errors="ignore"))
+    return found
 
 
 def _shared_references(folder: Path) -> set[str]:

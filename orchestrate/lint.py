@@ -46,6 +46,7 @@ RULES = {
     "pin-subpackage": "lint_pin_subpackages",
     "noarch": "lint_require_lower_bound_on_python_version, conda_recipe_v1_linter.lint_usage_of_selectors_for_noarch",
     "conda-forge-name": "none (ours): each external requirement name is one conda-forge/feedstock-outputs lists",
+    "package-contents": "none (ours): rattler-build matches package_contents entries against files only",
 }
 
 PATHS = ("prebuilt", "source")  # the two values of pytorch_from: each renders other recipes
@@ -64,6 +65,14 @@ CROSS_PYTHON = re.compile(r"^cross-python_")
 CONDA_FORGE_NAMES_FILE = "conda-forge-names.txt"  # in variants/
 FEEDSTOCK_OUTPUTS = "https://github.com/conda-forge/feedstock-outputs/blob/main/outputs"
 NEVER_INSTALLED = "<0.0a0"
+# package_contents sections whose entries are paths inside the package; rattler-build (py-rattler-build 0.73) matches
+# each against the package's files, never its folders: `site_packages: [foo_meta/csrc]` fails "No match for
+# site_packages glob" on a package holding foo_meta/csrc/include/x.h (tests/test_recipe_lint.py builds one). A path
+# whose last part has no dot and no wildcard names a folder in these two sections (Python and header files have
+# extensions; a site_packages entry without "/" is a module name, which rattler-build resolves itself). `files:` entries
+# are left alone but for a trailing "/": `bin/hipcc` is a file.
+CONTENTS_PATH_SECTIONS = ("site_packages", "include")
+GLOB_CHARS = re.compile(r"[*?\[]")
 # compilers, the C stdlib and cross-python as rendered: conda-forge's toolchain, picked by ${{ compiler() }}
 TOOLCHAIN = re.compile(r"^[a-z0-9.+\-]+_(linux|osx|win)-[a-z0-9]+$")
 
@@ -211,6 +220,27 @@ def rendered_problems(built: list[Output], rendered: list[Output], workspace: Pa
         problems += _build_in_host(output, where)
         problems += _pins(output, rendered, where)
         problems += _noarch(output, where)
+        problems += package_contents_problems(data.get("tests") or [], where)
+    return problems
+
+
+def package_contents_problems(tests: list, where: str) -> list[Problem]:
+    """Entries of the rendered tests' package_contents that name a folder, which rattler-build never matches."""
+    problems = []
+    for test in tests:
+        contents = test.get("package_contents") if isinstance(test, dict) else None
+        for section, entries in (contents or {}).items():
+            if isinstance(entries, dict):  # exists / not_exists
+                entries = [e for key in ("exists", "not_exists") for e in entries.get(key) or []]
+            for entry in entries if isinstance(entries, list) else []:
+                entry = str(entry)
+                last = entry.rstrip("/").rsplit("/", 1)[-1]
+                folder = entry.endswith("/") or (section in CONTENTS_PATH_SECTIONS and "/" in entry
+                                                 and "." not in last and not GLOB_CHARS.search(last))
+                if folder:
+                    problems.append(Problem("package-contents", where, f"package_contents {section} entry {entry!r} "
+                                            "names a folder, and rattler-build matches files only: name a file in "
+                                            f"it, or write {entry.rstrip('/') + '/**'!r}"))
     return problems
 
 

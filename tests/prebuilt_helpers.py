@@ -445,3 +445,15 @@ def torch_wheels(folder: Path, archs: list[str], torch: str = "2.14.0", sdk: str
         "torchaudio/__init__.py": "", "torchaudio/lib/libtorchaudio.so": b"\x7fELF stub"},
         metadata=with_version(metadata(TORCHAUDIO), "torchaudio", audio + local))]
     return wheels
+
+
+def conda_gcc_layout(build_prefix: Path, *, sysroot: bool = True) -> Path:
+    """Where conda-forge's gcc_impl and sysroot_linux-64 put a GCC install and the C library's headers (file names
+    only: tests/test_hip_build.py compiles through a working one)."""
+    gcc = build_prefix / "lib/gcc/x86_64-conda-linux-gnu/14.3.0"
+    gcc.mkdir(parents=True)
+    (gcc / "crtbegin.o").touch()
+    if sysroot:
+        (build_prefix / "x86_64-conda-linux-gnu/sysroot/usr/include").mkdir(parents=True)
+        (build_prefix / "x86_64-conda-linux-gnu/sysroot/usr/include/stdio.h").touch()
+    return build_prefix

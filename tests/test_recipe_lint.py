@@ -12,7 +12,7 @@ import pytest
 
 from orchestrate import cli
 from orchestrate.architectures import ArchitectureTable
-from orchestrate.lint import RULES, lint_workspace
+from orchestrate.lint import RULES, lint_workspace, package_contents_problems
 
 REPO = Path(__file__).resolve().parent.parent
 ARCH = "gfx1151"  # the broken copies render for one architecture (both paths); the real recipes for all
@@ -80,6 +80,8 @@ BREAKS = [
     # a misspelt conda-forge name (conda-forge's is matplotlib-base), even in run_constraints: the guard does nothing
     ("conda-forge-name", "rocm-stack-check", r"^    - matplotlib-base ", "    - matplotlib_base ",
      "recipes/rocm-stack-check/recipe.yaml rocm-stack-check"),
+    # the entry aiter's test once had: a folder, which rattler-build never matches
+    ("package-contents", "aiter", r"aiter_meta/csrc/\*\*", "aiter_meta/csrc", "recipes/aiter/recipe.yaml aiter"),
 ]
 
 
@@ -190,7 +192,8 @@ def test_a_glibc_bound_above_c_stdlib_version_is_no_problem(tmp_path):
 def test_a_toy_recipe_wrong_in_every_way_gets_one_line_per_problem(tmp_path):
     lines = [p.line() for p in lint_workspace(toy_workspace(tmp_path, BAD_TOY, "2.28"), [ARCH]).problems]
     rules = {line.split(":", 1)[0] for line in lines}
-    assert rules == set(RULES) - {"renders"}, "\n".join(lines)
+    # no tests at all (the `tests` rule), so no package_contents entry to be wrong: BREAKS and the build below cover it
+    assert rules == set(RULES) - {"renders", "package-contents"}, "\n".join(lines)
     assert any(line.startswith("source-hash: recipes/toy/recipe.yaml: source https://example.com/toy-1.0.tar.gz "
                                "has no sha256") for line in lines)
     assert any(line.startswith("source-hash: recipes/toy/recipe.yaml: git source https://example.com/toy.git has "
@@ -242,3 +245,46 @@ def test_a_listed_name_no_recipe_requires_is_stale_once_every_architecture_is_li
     lines = [p.line() for p in lint_workspace(workspace).problems]
     assert lines == ["conda-forge-name: variants/conda-forge-names.txt numpy: no recipe requires it any more (every "
                      "architecture, both PyTorch paths; or it is now one of our own outputs): delete the line"], lines
+
+
+# -- package_contents as rattler-build matches it ----------------------------------------------------------
+CONTENTS_TOY = """\
+package:
+  name: contents-toy
+  version: "1.0"
+build:
+  noarch: generic
+  script:
+    - mkdir -p $PREFIX/lib/python3.12/site-packages/foo_meta/csrc/include
+    - echo '#pragma once' > $PREFIX/lib/python3.12/site-packages/foo_meta/csrc/include/x.h
+tests:
+  - package_contents:
+      site_packages:
+        - {entry}
+"""
+
+
+def test_a_package_contents_folder_entry_fails_the_build_and_the_lint_says_what_passes(tmp_path):
+    """The rule, proven on a real build: the entry lint refuses fails rattler-build's test; the one it suggests passes."""
+    from rattler_build import Stage0Recipe, ToolConfiguration
+
+    def build(entry: str) -> str:
+        folder = tmp_path / entry.replace("/", "_").replace("*", "x")
+        folder.mkdir()
+        (folder / "recipe.yaml").write_text(CONTENTS_TOY.format(entry=entry))
+        try:
+            Stage0Recipe.from_file(folder / "recipe.yaml").run_build(
+                output_dir=tmp_path / "out", tool_config=ToolConfiguration(test_strategy="native"))
+        except Exception as exc:  # py-rattler-build's error types differ by step; the message tells which
+            return "\n".join([str(exc)] + [str(line) for line in getattr(exc, "log", None) or []])
+        return ""
+
+    def lint(entry: str) -> list:
+        return package_contents_problems([{"package_contents": {"site_packages": [entry]}}], "toy")
+
+    [problem] = lint("foo_meta/csrc")
+    assert "No match for site_packages glob" in build("foo_meta/csrc")
+    suggested = re.search(r"write '([^']+)'", problem.fix).group(1)
+    assert suggested == "foo_meta/csrc/**" and not lint(suggested)
+    assert build(suggested) == ""
+    assert not lint("foo_meta/csrc/include/x.h") and build("foo_meta/csrc/include/x.h") == ""

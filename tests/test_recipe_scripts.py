@@ -19,7 +19,7 @@ import pytest
 from orchestrate import runner
 from orchestrate.architectures import ArchitectureTable
 from orchestrate.options import Options
-from prebuilt_helpers import write_device_wheel, write_host_artifacts
+from prebuilt_helpers import conda_gcc_layout, write_device_wheel, write_host_artifacts
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = ArchitectureTable.load(REPO / "variants")
@@ -110,6 +110,23 @@ def test_rocm_sdk_activation_sets_what_the_stack_needs_and_nothing_that_slows_it
     assert "AMD_SERIALIZE_KERNEL" not in env and "HIP_LAUNCH_BLOCKING" not in env
     assert (prefix / "bin" / "hipconfig").exists()
     assert "# none" in (prefix / "share/rocm-stack/patches/rocm-sdk.txt").read_text()
+
+
+def test_activation_points_hipcc_at_the_environments_conda_gcc_and_sysroot(tmp_path):
+    """aiter compiles kernels with hipcc in the user's environment, whose gxx brings conda's GCC and sysroot: the
+    SDK's activation hands hipcc the flags builds get (recipes/_shared/conda-gcc-flags.sh), and takes them back."""
+    prefix = install_rocm_sdk("gfx1151", tmp_path)
+    assert "HIPCC_COMPILE_FLAGS_APPEND" not in activated(prefix)  # no conda GCC here yet: nothing added
+    conda_gcc_layout(prefix)
+    env = activated(prefix)
+    flags = ["--target=x86_64-conda-linux-gnu", f"--gcc-toolchain={prefix}",
+             f"--sysroot={prefix}/x86_64-conda-linux-gnu/sysroot"]
+    assert env["HIPCC_COMPILE_FLAGS_APPEND"].split() == flags == env["HIPCC_LINK_FLAGS_APPEND"].split()
+    assert "rocm_clang_toolchain_flags" not in subprocess.run(
+        ["bash", "-c", f'export CONDA_PREFIX="{prefix}"; . "{prefix}/etc/conda/activate.d/rocm-sdk.sh"; declare -F'],
+        capture_output=True, text=True, check=True).stdout
+    restored = activated(prefix, deactivate=True)
+    assert "HIPCC_COMPILE_FLAGS_APPEND" not in restored and "HIPCC_LINK_FLAGS_APPEND" not in restored
 
 
 def test_deactivation_restores_the_previous_environment(tmp_path):

@@ -16,7 +16,7 @@ import yaml
 
 from orchestrate import runner
 from orchestrate.options import Options
-from prebuilt_helpers import TORCH_ROCM_INIT, VERSION, make_index, sha256_of
+from prebuilt_helpers import TORCH_ROCM_INIT, VERSION, conda_gcc_layout, make_index, sha256_of
 from source_helpers import CountingServer
 from stack import install, make_workspace, package_info, solve
 
@@ -218,15 +218,38 @@ def test_device_files_are_in_the_libraries_overlay_and_linked_into_devel(install
     assert not (site / "_rocm_sdk_libraries/.devel_links").exists()
 
 
-def test_rocm_env_finds_hipcc_clang_and_cmake_configs(installed):
-    script = (f'export PREFIX="{installed}" GPU_ARCH=gfx1151; source "{REPO}/recipes/_shared/rocm-env.sh"; '
-              'command -v hipcc; echo "$HIP_CLANG_PATH"; echo "${CMAKE_PREFIX_PATH%%:*}"; echo "$HIP_DEVICE_LIB_PATH"')
-    hipcc, clang_dir, cmake_prefix, bitcode = _run(installed, "bash", "-c", script).splitlines()
+def test_rocm_env_finds_hipcc_clang_and_cmake_configs(installed, tmp_path):
+    build_prefix = conda_gcc_layout(tmp_path / "build_env")
+    script = (f'export PREFIX="{installed}" BUILD_PREFIX="{build_prefix}" GPU_ARCH=gfx1151; '
+              f'source "{REPO}/recipes/_shared/rocm-env.sh"; '
+              'command -v hipcc; echo "$HIP_CLANG_PATH"; echo "${CMAKE_PREFIX_PATH%%:*}"; echo "$HIP_DEVICE_LIB_PATH"; '
+              'echo "$HIPCC_COMPILE_FLAGS_APPEND"; echo "$CMAKE_TOOLCHAIN_FILE"')
+    hipcc, clang_dir, cmake_prefix, bitcode, clang_flags, toolchain = _run(installed, "bash", "-c", script).splitlines()
     root = installed / SITE / "_rocm_sdk_devel"
     assert hipcc == f"{root}/bin/hipcc" and os.access(hipcc, os.X_OK)
     assert Path(clang_dir, "clang").is_file()
     assert Path(cmake_prefix, "lib/cmake/hip/hip-config.cmake").is_file()
     assert Path(bitcode, "ockl.bc").is_file()
+    assert clang_flags.split() == ["--target=x86_64-conda-linux-gnu", f"--gcc-toolchain={build_prefix}",
+                                   f"--sysroot={build_prefix}/x86_64-conda-linux-gnu/sysroot"]
+    assert toolchain == str(REPO / "recipes/_shared/rocm-toolchain.cmake")
+
+
+@pytest.mark.parametrize("sysroot, says", [
+    (True, None),
+    (False, "no C library headers in the sysroot"),
+])
+def test_rocm_env_stops_on_a_build_env_without_conda_gcc_or_sysroot(installed, tmp_path, sysroot, says):
+    build_prefix = conda_gcc_layout(tmp_path / "build_env", sysroot=sysroot)
+    if says is None:  # the compiler itself missing
+        shutil.rmtree(build_prefix / "lib/gcc")
+        says = "no single GCC installation at"
+    script = (f'export PREFIX="{installed}" BUILD_PREFIX="{build_prefix}" GPU_ARCH=gfx1151; '
+              f'source "{REPO}/recipes/_shared/rocm-env.sh"')
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert result.returncode != 0
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("hip-toolchain.sh: " + says) and "requirements.build" in line
 
 
 def test_rocm_env_names_the_missing_device_package(installed):

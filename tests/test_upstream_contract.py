@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from find_hip import prefix_lines, resolve_hip
 from orchestrate import contract, glibc, import_contract
 from orchestrate.imports import Root, conda_name, import_closure, normalize
 from orchestrate.architectures import ArchitectureTable, write_variant_files
@@ -91,6 +92,21 @@ def test_every_module_vllm_imports_from_aiter_exists_at_our_aiter_pin(spec):
 
 
 # --- what runs in CI, without sources ---------------------------------------------------------------------
+
+@needs_sources
+@pytest.mark.parametrize("recipe", ["aotriton", "composable-kernel"])
+def test_upstreams_own_prefix_path_lines_take_the_sdks_hip_through_the_wiring(recipe, tmp_path):
+    """aotriton and CK append /opt/rocm to CMAKE_PREFIX_PATH before find_package(hip): their own lines, run by real
+    CMake with a decoy where /opt/rocm was, take the SDK's hip with recipes/_shared/rocm-toolchain.cmake and the
+    decoy's without (tests/find_hip.py)."""
+    cmakelists = SOURCES / recipe / "CMakeLists.txt"
+    if not cmakelists.is_file():
+        pytest.skip(f"no checkout at {cmakelists.parent}")
+    lines = prefix_lines(cmakelists.read_text())
+    assert any("/opt/rocm" in line for line in lines), f"{recipe} no longer appends /opt/rocm: {lines}"
+    assert resolve_hip(lines, tmp_path, wired=True) == str(tmp_path / "sdk/lib/cmake/hip")
+    assert "DECOY" in resolve_hip(lines, tmp_path, wired=False)
+
 
 def test_every_pinned_version_has_an_upstream():
     shared = yaml.safe_load((REPO / "variants" / "shared.yaml").read_text())

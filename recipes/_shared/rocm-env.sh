@@ -22,6 +22,8 @@
 #   PKG_CONFIG_PATH                      + sysdeps pkg-config (liblzma for aotriton)
 #   PYTORCH_ROCM_ARCH GPU_ARCHS AMDGPU_TARGETS   the arch, under the names torch/flash-attn/aiter/CK read
 #   ROCM_CMAKE_ARGS                      -D flags selecting the arch and ROCm root for plain CMake projects
+#   HIPCC_*_FLAGS_APPEND CMAKE_TOOLCHAIN_FILE   hip-toolchain.sh: ROCm's clang on conda's GCC and sysroot, and
+#                                        CMake on the SDK's HIP before any /opt/rocm
 
 if [[ -z "${GPU_ARCH:-}" ]]; then
     echo "rocm-env.sh: GPU_ARCH is not set; add 'GPU_ARCH: \${{ gpu_arch }}' to build.script.env" >&2
@@ -46,6 +48,8 @@ export ROCM_HOME="$ROCM_PATH"
 export HIP_PATH="$ROCM_PATH"
 export HIP_DEVICE_LIB_PATH="$ROCM_PATH/lib/llvm/amdgcn/bitcode"
 export HIP_CLANG_PATH="$ROCM_PATH/lib/llvm/bin"
+# shellcheck source=hip-toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/hip-toolchain.sh"
 export PATH="$ROCM_PATH/bin:$PATH"
 export CMAKE_PREFIX_PATH="$ROCM_PATH${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 

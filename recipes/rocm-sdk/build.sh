@@ -10,10 +10,14 @@ mkdir -p "$site"
     "$SRC_DIR/wheels/core" "$SRC_DIR/wheels/libraries" "$SRC_DIR/wheels/devel" "$SRC_DIR/wheels/rocm"
 "$PYTHON" "$RECIPE_DIR/../_shared/rocm_wheels.py" expand-devel "$site"
 
-# Activation points ROCm-aware tools at the devel root, where `rocm-sdk path --root` points.
+# Activation points ROCm-aware tools at the devel root, where `rocm-sdk path --root` points, and hipcc at the
+# environment's conda GCC and sysroot (the function that finds them, _shared/conda-gcc-flags.sh, goes first).
 for phase in activate deactivate; do
     mkdir -p "$PREFIX/etc/conda/$phase.d"
-    sed "s|@SITE_PACKAGES@|$SITE_PACKAGES|g" "$RECIPE_DIR/$phase.sh" > "$PREFIX/etc/conda/$phase.d/rocm-sdk.sh"
+    helpers=()
+    if [[ "$phase" == activate ]]; then helpers=("$RECIPE_DIR/../_shared/conda-gcc-flags.sh"); fi
+    cat "${helpers[@]}" "$RECIPE_DIR/$phase.sh" | sed "s|@SITE_PACKAGES@|$SITE_PACKAGES|g" \
+        > "$PREFIX/etc/conda/$phase.d/rocm-sdk.sh"
 done
 
 ROCM_STACK_PATCHES="" bash "$RECIPE_DIR/../_shared/record-patches.sh" rocm-sdk
