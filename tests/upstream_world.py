@@ -365,10 +365,12 @@ class World:
         c["aotriton-0.13b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n"}, tag="0.13b")
         gfx908 = preimage((REPO / "patches" / "aotriton" / "0001-gfx908-experimental-target.patch").read_text())
         c["aotriton-0.14b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n", **gfx908}, tag="0.14b")
-        c["llvm-a"] = self._commit("llvm/llvm-project", {"README": "llvm a\n"})
-        c["llvm-b"] = self._commit("llvm/llvm-project", {"README": "llvm b\n"})
-        c["triton-3.8"] = self._commit("triton-lang/triton", {"cmake/llvm-hash.txt": c["llvm-a"] + "\n"})
-        c["triton-3.9"] = self._commit("triton-lang/triton", {"cmake/llvm-hash.txt": c["llvm-b"] + "\n"})
+        c["llvm-a"] = self._commit("triton-lang/llvm-project", {"README": "llvm a\n"})
+        c["llvm-b"] = self._commit("triton-lang/llvm-project", {"README": "llvm b\n"})
+        # triton's cmake/llvm-info.json as it reads (triton-lang/triton 0d6ac4a9; checksums of the prebuilt LLVMs)
+        for name, llvm in (("triton-3.8", "llvm-a"), ("triton-3.9", "llvm-b")):
+            info = '{\n  "llvm_hash": "%s",\n  "build_number": 1,\n  "sha256sum": {\n    "almalinux-x64": "%s"\n  }\n}\n'
+            c[name] = self._commit("triton-lang/triton", {"cmake/llvm-info.json": info % (c[llvm], "4" * 64)})
         c["rocm-triton-0.33"] = self._commit("ROCm/triton", {"README": "triton_kernels for vLLM 0.33\n"})
         c["rocm-triton-0.34"] = self._commit("ROCm/triton", {"README": "triton_kernels for vLLM 0.34\n"})
         for version, triton, aotriton in (("2.14.1", "triton-3.8", "0.13b"), ("2.15.0", "triton-3.9", "0.14b")):
