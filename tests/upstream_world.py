@@ -362,6 +362,7 @@ class World:
                                                 {"3rdparty/composable_kernel": c["ck-1.3"]}, tag="v0.1.20.post1")
         c["aiter-v0.1.21"] = self._commit("ROCm/aiter", {"setup.py": 'FLYDSL_VERSION = "flydsl==0.5.0"\n'},
                                           {"3rdparty/composable_kernel": c["ck-1.4"]})  # tagged by aiter_release()
+        c["hipkittens"] = self._commit("HazyResearch/HipKittens", {"README.md": "HipKittens\n"})
         c["aotriton-0.13b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n"}, tag="0.13b")
         gfx908 = preimage((REPO / "patches" / "aotriton" / "0001-gfx908-experimental-target.patch").read_text())
         c["aotriton-0.14b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n", **gfx908}, tag="0.14b")
@@ -386,7 +387,7 @@ class World:
 
 
 # recipe -> {context key: the world's commit (a key of World.commits) that stands for the real pin}
-WORLD_PINS = {"aiter": {"aiter_commit": "aiter-v0.1.20.post1", "ck_commit": "ck-1.3"},
+WORLD_PINS = {"aiter": {"aiter_commit": "aiter-v0.1.20.post1", "ck_commit": "ck-1.3", "hipkittens_commit": "hipkittens"},
               "composable-kernel": {"ck_commit": "ck-1.3"},
               "flash-attn": {"flash_attn_commit": "flash-attn-2.8.4", "ck_commit": "ck-1.3"},
               "triton-rocm": {"triton_commit": "triton-3.8", "llvm_commit": "llvm-a"},
