@@ -18,7 +18,9 @@ TABLE_FILE = "architectures.yaml"
 SHARED_VARIANTS_FILE = "shared.yaml"
 GENERATED_HEADER = (
     "# Generated from architectures.yaml by `orchestrate variants --write`; do not edit by hand.\n"
-    "# Merged over shared.yaml by the orchestrator (or: rattler-build -m shared.yaml -m {arch}.yaml).\n"
+    "# Merged over shared.yaml by the orchestrator, which adds the keys it computes from them (rocm_tag, the\n"
+    "# effective pytorch_from, the prebuilt artifacts' *_url/*_sha256): build a recipe with\n"
+    "# `orchestrate build RECIPE --arch {arch}`; `rattler-build -m shared.yaml -m {arch}.yaml` lacks those keys.\n"
 )
 # flash-attn's two backends are two capabilities in the table but one variant key for recipes, so
 # that a flash-attn recipe renders once per backend the architecture has.

@@ -364,13 +364,16 @@ class World:
                                                 {"3rdparty/composable_kernel": c["ck-1.3"]}, tag="v0.1.20.post1")
         c["aiter-v0.1.21"] = self._commit("ROCm/aiter", {"setup.py": 'FLYDSL_VERSION = "flydsl==0.5.0"\n'},
                                           {"3rdparty/composable_kernel": c["ck-1.4"]})  # tagged by aiter_release()
+        c["hipkittens"] = self._commit("HazyResearch/HipKittens", {"README.md": "HipKittens\n"})
         c["aotriton-0.13b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n"}, tag="0.13b")
         gfx908 = preimage((REPO / "patches" / "aotriton" / "0001-gfx908-experimental-target.patch").read_text())
         c["aotriton-0.14b"] = self._commit("ROCm/aotriton", {"third_party/aiter.txt": "v0.1.11\n", **gfx908}, tag="0.14b")
-        c["llvm-a"] = self._commit("llvm/llvm-project", {"README": "llvm a\n"})
-        c["llvm-b"] = self._commit("llvm/llvm-project", {"README": "llvm b\n"})
-        c["triton-3.8"] = self._commit("triton-lang/triton", {"cmake/llvm-hash.txt": c["llvm-a"] + "\n"})
-        c["triton-3.9"] = self._commit("triton-lang/triton", {"cmake/llvm-hash.txt": c["llvm-b"] + "\n"})
+        c["llvm-a"] = self._commit("triton-lang/llvm-project", {"README": "llvm a\n"})
+        c["llvm-b"] = self._commit("triton-lang/llvm-project", {"README": "llvm b\n"})
+        # triton's cmake/llvm-info.json as it reads (triton-lang/triton 0d6ac4a9; checksums of the prebuilt LLVMs)
+        for name, llvm in (("triton-3.8", "llvm-a"), ("triton-3.9", "llvm-b")):
+            info = '{\n  "llvm_hash": "%s",\n  "build_number": 1,\n  "sha256sum": {\n    "almalinux-x64": "%s"\n  }\n}\n'
+            c[name] = self._commit("triton-lang/triton", {"cmake/llvm-info.json": info % (c[llvm], "4" * 64)})
         c["rocm-triton-0.33"] = self._commit("ROCm/triton", {"README": "triton_kernels for vLLM 0.33\n"})
         c["rocm-triton-0.34"] = self._commit("ROCm/triton", {"README": "triton_kernels for vLLM 0.34\n"})
         for version, triton, aotriton in (("2.14.1", "triton-3.8", "0.13b"), ("2.15.0", "triton-3.9", "0.14b")):
@@ -386,7 +389,7 @@ class World:
 
 
 # recipe -> {context key: the world's commit (a key of World.commits) that stands for the real pin}
-WORLD_PINS = {"aiter": {"aiter_commit": "aiter-v0.1.20.post1", "ck_commit": "ck-1.3"},
+WORLD_PINS = {"aiter": {"aiter_commit": "aiter-v0.1.20.post1", "ck_commit": "ck-1.3", "hipkittens_commit": "hipkittens"},
               "composable-kernel": {"ck_commit": "ck-1.3"},
               "flash-attn": {"flash_attn_commit": "flash-attn-2.8.4", "ck_commit": "ck-1.3"},
               "triton-rocm": {"triton_commit": "triton-3.8", "llvm_commit": "llvm-a"},

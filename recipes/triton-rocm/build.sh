@@ -4,11 +4,13 @@ set -euo pipefail
 source "$RECIPE_DIR/../_shared/build-knobs.sh"
 
 llvm_install="$SRC_DIR/llvm-install"
-# The target list and projects triton's own LLVM builds use (triton scripts/build-llvm-project.sh).
+# The target list and projects triton's own LLVM builds use (triton scripts/build-llvm-project.sh), plus clang:
+# triton >= 3.8.0 builds its GSan runtime with the clang++ of the LLVM prefix (third_party/nvidia/CMakeLists.txt
+# find_program(... NO_DEFAULT_PATH), as nixpkgs' triton-llvm for 3.8 notes).
 cmake -S "$SRC_DIR/llvm-project/llvm" -B "$SRC_DIR/llvm-build" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$llvm_install" \
-    -DLLVM_ENABLE_PROJECTS="mlir;lld" \
+    -DLLVM_ENABLE_PROJECTS="mlir;lld;clang" \
     -DLLVM_TARGETS_TO_BUILD="host;NVPTX;AMDGPU" \
     -DLLVM_ENABLE_ASSERTIONS=ON \
     -DLLVM_INSTALL_UTILS=ON \

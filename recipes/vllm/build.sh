@@ -3,6 +3,9 @@ set -euo pipefail
 source "$RECIPE_DIR/../_shared/rocm-env.sh"
 
 export VLLM_TARGET_DEVICE=rocm
+# setup.py get_vllm_version() appends "+rocm<ver>" to the version unless this is set (v0.33.0 setup.py, envs.py):
+# the installed metadata then says the conda package's version, as pip and `vllm --version` report it.
+export VLLM_SKIP_VERSION_SUFFIX=1
 # The sdist carries PKG-INFO, but say the version anyway (vcs-versioning is what setuptools-scm >= 10
 # delegates to), so no versioning tool goes looking for a .git.
 export SETUPTOOLS_SCM_PRETEND_VERSION="$PKG_VERSION"
@@ -21,6 +24,10 @@ unset VLLM_REQUIRE_RUST_FRONTEND
 # pytorch package (the script moved to tools/ in vLLM 0.33).
 "$PYTHON" tools/use_existing_torch.py
 
-"$PYTHON" -m pip install . --no-deps --no-build-isolation -vv
+# Upstream's ROCm build is `setup.py bdist_wheel` (docker/Dockerfile.rocm at v0.33.0; its ROCm docs: "Currently,
+# `pip install .` does not work for ROCm when installing vLLM from source"), so build the wheel the same way and
+# install it with pip from that file alone (no index, no dependencies: the recipe's requirements are the env).
+"$PYTHON" setup.py bdist_wheel --dist-dir="$SRC_DIR/vllm-dist"
+"$PYTHON" -m pip install --no-deps --no-index -vv "$SRC_DIR"/vllm-dist/vllm-*.whl
 
 bash "$RECIPE_DIR/../_shared/record-patches.sh" "$PKG_NAME"
