@@ -19,7 +19,7 @@ import yaml
 
 from orchestrate.architectures import GENERATED_HEADER
 from orchestrate.recipes import derived_variant_keys
-from prebuilt_helpers import VERSION
+from prebuilt_helpers import VERSION, conda_gcc_layout
 from test_recipe_scripts import REPO, install_rocm_sdk, rendered_env, rendered_output
 
 ARCH = "gfx1151"
@@ -62,7 +62,12 @@ def run_build(recipe: str, env: dict, prefix: Path, tmp_path: Path, content: str
     python = tmp_path / "python"
     python.write_text(PYTHON_STAND_IN.replace("{python}", shlex.quote(sys.executable)))
     python.chmod(0o755)
-    full = {"PATH": os.environ["PATH"], "PREFIX": str(prefix), "SRC_DIR": str(src), "SP_DIR": str(prefix / SITE),
+    # the build environment conda-forge's compilers make: recipes/_shared/hip-toolchain.sh stops without it
+    build_prefix = tmp_path / "build_env"
+    if not build_prefix.exists():
+        conda_gcc_layout(build_prefix)
+    full = {"PATH": os.environ["PATH"], "PREFIX": str(prefix), "BUILD_PREFIX": str(build_prefix),
+            "SRC_DIR": str(src), "SP_DIR": str(prefix / SITE),
             "RECIPE_DIR": str(REPO / "recipes" / recipe), "PYTHON": str(python), "CALLS": str(calls),
             "PKG_NAME": recipe, "PKG_VERSION": "0.0", **env}
     command = ["bash", "-c", content] if content else ["bash", str(REPO / "recipes" / recipe / "build.sh")]
