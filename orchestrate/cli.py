@@ -84,6 +84,9 @@ def make_parser() -> argparse.ArgumentParser:
     fetch = sub.add_parser("fetch", help="download and verify every source, check every patch; build nothing")
     _common(fetch)
     fetch.add_argument("--all-archs", action="store_true", help="the sources of every architecture in the table")
+    fetch.add_argument("--solve", action="store_true",
+                       help="first solve every build's requirements against the source channels (conda-forge or "
+                            "a mirror), as build-all does before building")
     fetch.add_argument("packages", nargs="*", metavar="PKG")
     clean = sub.add_parser("clean", help="remove failed builds' work folders (and old superseded packages)")
     _common(clean)
@@ -142,7 +145,7 @@ def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
         state = {runner.BUILD: "will build", runner.SKIP: "skipped"}.get(step.state, step.state)
         expected = step.estimate.shown() if step.estimate else "-"
         rows.append([str(n), o.name, o.version, o.build_string, state, expected, step.origin, "; ".join(step.reasons)])
-    reporter.table(f"Plan for {plan.arch.name} ({plan.arch.product})",
+    reporter.table(plan.title or f"Plan for {plan.arch.name} ({plan.arch.product})",
                    ["#", "package", "version", "build", "state", "expected", "from", "why"], rows)
     total, unknown = runner.expected_total(plan)
     builds = sum(1 for s in plan.steps if s.state == runner.BUILD)
@@ -163,6 +166,7 @@ def cmd_build(args, reporter: Reporter) -> int:
     if options.dry_run:
         show_plan(plan, reporter)
         return 0
+    caches = _caches(options)  # a cache channel that is not there stops the run before anything is built
     channel = Channel(options.channel)
     stops.describe(lambda: f"{len(channel.entries_present())} package(s) are in channel {channel.path} and stay there")
     if any(s.state == runner.BUILD for s in plan.steps) or channel.exists():
@@ -190,7 +194,6 @@ def cmd_build(args, reporter: Reporter) -> int:
             runner.check_sources_cached(plan, options)
         if not getattr(args, "skip_disk_check", False):
             runner.check_disk_space(plan, options)
-        caches = _caches(options)
         with clean.work_area(options):
             steps = runner.execute(plan, options, reporter, caches)
         _write_page(channel, options, reporter)
@@ -258,18 +261,19 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     options = options_from_args(args)
     if args.all_archs and options.arch:
         raise UserError("--arch and --all-archs exclude each other: pass one")
-    if args.all_archs:
-        table = ArchitectureTable.load(options.variants_dir)
-        plans = [runner.make_plan(dataclasses.replace(options, arch=a), args.packages) for a in table.names()]
-    else:
-        plans = [runner.make_plan(options, args.packages)]
+    plans = _fetch_plans(args, options)
     SourceCache(options.source_cache).ensure_writable()
     stops.describe(lambda: f"the source cache {options.source_cache} keeps every source fetched so far",
                    "run the same command again to fetch the rest")
-    # Requirements first: seconds, where the sources may take an hour. A channel that cannot be reached
-    # stops here; a requirement no channel has is reported and the sources are still fetched (a recipe
-    # fix changes no source), so one run tells everything.
-    unresolved = fetch.unresolved_requirements(plans, options)
+    # As build-all does: an incomplete lock of AMD's files is completed first where the index answers (one line
+    # where it does not); a file without a sha256 is never downloaded.
+    unlocked = [plan for plan in plans if runner.unpinned_sources(plan.steps)]
+    if unlocked and pins.lock_first(options, unlocked[0], reporter):
+        plans = _fetch_plans(args, options)
+    # With --solve, requirements first: seconds, where the sources may take an hour. A channel that cannot be
+    # reached stops here; a requirement no channel has is reported and the sources are still fetched (a
+    # recipe fix changes no source), so one run tells everything.
+    unresolved = fetch.unresolved_requirements(plans, options) if args.solve else []
     for line in unresolved:
         reporter.error(f"error: {line}")
     for plan in plans:  # a file without a sha256 is never downloaded
@@ -287,6 +291,13 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     if problems:
         raise UserError(f"{' and '.join(problems)} (see above): fix them before building")
     return 0
+
+
+def _fetch_plans(args, options: Options) -> list[runner.Plan]:
+    if not args.all_archs:
+        return [runner.make_plan(options, args.packages)]
+    table = ArchitectureTable.load(options.variants_dir)
+    return [runner.make_plan(dataclasses.replace(options, arch=a), args.packages) for a in table.names()]
 
 
 def cmd_clean(args, reporter: Reporter) -> int:
@@ -320,9 +331,15 @@ def cmd_pins(args, reporter: Reporter) -> int:
 
 
 def cmd_detect(args, reporter: Reporter) -> int:
-    found = os.environ.get(ARCH_ENV) or detect_gpu_arch()
+    """This machine's GPU, as found; $ORCHESTRATE_ARCH is no detection, so it is only said beside it."""
+    found, override = detect_gpu_arch(), os.environ.get(ARCH_ENV)
+    if override:
+        reporter.error(f"note: {ARCH_ENV}={override} is set: the other commands build for {override}, whatever "
+                       "GPU is detected")
     if not found:
-        raise UserError(f"no AMD GPU found: pass --arch or set {ARCH_ENV}")
+        raise UserError("no AMD GPU found (rocm_agent_enumerator, rocminfo, /sys/class/kfd): check the driver with "
+                        "`orchestrate doctor`; to build for a GPU this machine lacks, give the other commands "
+                        f"--arch A or set {ARCH_ENV}")
     reporter.line(found)
     return 0
 
