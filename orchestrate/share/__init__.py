@@ -154,10 +154,16 @@ def _verify_target(args):
             workspace = None  # checking a team channel needs no workspace
         target = parse_target(args.source, load_config(workspace) if workspace else {}, **_s3_flags(args))
         return (target.reader() if isinstance(target, PackageServer) else target), False
-    path = args.channel.resolve() if args.channel else _options(args).channel
+    try:
+        default = _options(argparse.Namespace(**{**vars(args), "channel": None})).channel
+    except UserError:  # --channel DIR outside any workspace
+        if not args.channel:
+            raise
+        default = None
+    path = args.channel.resolve() if args.channel else default
     if not path.is_dir():
         raise UserError(f"channel {path} does not exist: pass --channel DIR with a channel, or --from URL")
-    return FolderStore(path), True
+    return FolderStore(path), True, (f" --channel {path}" if path != default else "")
 
 
 def _run_verify(args, reporter) -> int:
