@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -136,27 +137,51 @@ def _make_plan(args, options: Options) -> runner.Plan:
     return runner.make_plan(options, packages)
 
 
+# A row's reason may end in a command for the user; the command goes on its own line under the table.
+BUILD_HINT = re.compile(r"^(?P<why>[^:`]+): build it with `(?P<command>[^`]+)`(?: \((?P<more>.*)\))?$")
+LOCK_HINT = re.compile(r"^(?P<why>.* without a sha256 yet \(.*\)): `(?P<command>[^`]+)` locks them .*$")
+
+
 def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
     for note in plan.notes:
-        reporter.line(note)
-    rows = []
+        reporter.paragraph(note)
+    rows, on_request, lock = [], [], []
     for n, step in enumerate(plan.steps, 1):
         o = step.output
         state = {runner.BUILD: "will build", runner.SKIP: "skipped"}.get(step.state, step.state)
         expected = step.estimate.shown() if step.estimate else "-"
-        rows.append([str(n), o.name, o.version, o.build_string, state, expected, step.origin, "; ".join(step.reasons)])
-    reporter.table(plan.title or f"Plan for {plan.arch.name} ({plan.arch.product})",
-                   ["#", "package", "version", "build", "state", "expected", "from", "why"], rows)
+        reasons = []
+        for reason in step.reasons:
+            if match := BUILD_HINT.match(reason):
+                on_request.append(match["command"])
+                reason = match["why"] + (f" ({match['more']})" if match["more"] else "")
+            elif match := LOCK_HINT.match(reason):
+                lock.append(match["command"])
+                reason = match["why"]
+            reasons.append(reason)
+        rows.append([str(n), o.name, o.version, o.build_string, state, expected, step.origin, "; ".join(reasons)])
+    reporter.fitted_table(plan.title or f"Plan for {plan.arch.name} ({plan.arch.product})",
+                          ["#", "package", "version", "build", "state", "expected", "from", "why"], rows,
+                          droppable=["build", "#", "from", "expected"], detail="why")
+    if on_request:
+        reporter.paragraph("Not built by default; each on request:")
+        for command in dict.fromkeys(on_request):
+            reporter.line(f"  {command}")
+    if lock:
+        reporter.paragraph("AMD's files without a sha256 yet are locked by (build-all and fetch run it first when "
+                           "online):")
+        for command in dict.fromkeys(lock):
+            reporter.line(f"  {command}")
     total, unknown = runner.expected_total(plan)
     builds = sum(1 for s in plan.steps if s.state == runner.BUILD)
     if builds == unknown and builds:
-        reporter.line(f"{builds} package(s) to build; no time estimate yet (the recipes declare none and this "
-                      "channel records no earlier build)")
+        reporter.paragraph(f"{builds} package(s) to build; no time estimate yet (the recipes declare none and this "
+                           "channel records no earlier build)")
     elif builds:
         note = f" ({unknown} without an estimate)" if unknown else ""
         bases = sorted({s.estimate.basis for s in plan.steps if s.estimate and s.estimate.seconds is not None})
-        reporter.line(f"{builds} package(s) to build, expected {format_duration(total)}{note}"
-                      + (f"; estimates {', '.join(bases)}" if bases else ""))
+        reporter.paragraph(f"{builds} package(s) to build, expected {format_duration(total)}{note}"
+                           + (f"; estimates {', '.join(bases)}" if bases else ""))
 
 
 def cmd_build(args, reporter: Reporter) -> int:
