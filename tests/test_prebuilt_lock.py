@@ -446,3 +446,23 @@ def test_the_real_declarations_lock_every_file_and_the_real_recipes_plan_with_th
             assert "without a sha256" not in plan.out
             assert "prebuilt wheel" in row(plan.out, "pytorch", "will build")
         assert not [path for path in server.downloads if path.startswith("/files/") or path.startswith("files/")]
+
+
+def test_fetch_locks_first_as_build_all_does_and_says_so_in_one_line_where_the_index_cannot_be_reached(
+        serve, run, amd_workspace):
+    """Quickstart step 2 on a fresh checkout (issue 32): `fetch` completes the lock where AMD's index answers, then
+    fetches what it pins; where it does not answer, one line names the index and the fix, and nothing is fetched."""
+    server = serve()
+    result = run("fetch", "--arch", "gfx1151", "rocm-sdk", "-q")
+    assert result.code == 0, result.err
+    assert "locking AMD artifacts from " + server.index in result.out
+    assert lock_of(amd_workspace)["artifacts"]["rocm_sdk_core"]["sha256"] == \
+        server.digests[f"rocm_sdk_core-{ROCM}-py3-none-linux_x86_64.whl"]
+    assert f"fetched     rocm-sdk  {server.url}/files/rocm_sdk_core-{ROCM}-py3-none-linux_x86_64.whl" in \
+        result.out.splitlines()
+    (amd_workspace / "variants" / "prebuilt-lock.yaml").unlink()
+    (amd_workspace / "variants" / "prebuilt.yaml").write_text(PREBUILT_YAML.format(index="http://127.0.0.1:9/simple/"))
+    offline = run("fetch", "--arch", "gfx1151", "rocm-sdk", "-q")
+    assert offline.code == 2
+    assert "cannot reach http://127.0.0.1:9/simple/" in one_line(offline.err)
+    assert "orchestrate pins --lock" in one_line(offline.err)
