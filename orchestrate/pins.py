@@ -374,7 +374,7 @@ def make_report(upstreams: Upstreams, pins: Pins, lookups: dict[tuple, Lookup], 
         leader = followers(upstreams).get(row["component"])
         if leader and row["state"] == NEWER:
             row["state"] = f"{FOLLOWS} {leader[0]}"
-            row["notes"].append(f"{leader[1]} pins it; {row['newest']} comes only with an {leader[0]} that pins it: "
+            row["notes"].append(f"{leader[1]} pins it; {row['newest']} comes only with a {leader[0]} release that pins it: "
                                 "`orchestrate pins --bump` says whether one does")
     couplings = [coupling_row(c, upstreams, pins, lookups) for c in upstreams.couplings]
     ok = not any(r["state"] == ERROR for r in components) and not any(r["state"] in (BROKEN, "error") for r in couplings)

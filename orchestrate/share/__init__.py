@@ -25,8 +25,8 @@ def publish_target(text: str) -> str:
     from .targets import PACKAGE_SERVER_SCHEMES
 
     if text.lower().startswith(("http://", "https://")):
-        raise argparse.ArgumentTypeError(f"{text!r}: publish cannot write over HTTP: publish to the folder or bucket "
-                                         "behind it (file://, s3://) or to a package server")
+        raise argparse.ArgumentTypeError(f"{text!r} is read-only over HTTP: publish to the folder or bucket behind it "
+                                         "(file://, s3://) or to a package server (prefix://, quetz://, …)")
     return location("file", "s3", *PACKAGE_SERVER_SCHEMES)(text)
 
 
