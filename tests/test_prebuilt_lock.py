@@ -466,3 +466,6 @@ def test_fetch_locks_first_as_build_all_does_and_says_so_in_one_line_where_the_i
     assert offline.code == 2
     assert "cannot reach http://127.0.0.1:9/simple/" in one_line(offline.err)
     assert "orchestrate pins --lock" in one_line(offline.err)
+    lock = run("pins", "--lock")  # exit 2 as docs/when-something-fails.md says: stopped, nothing written
+    assert lock.code == 2 and "cannot reach http://127.0.0.1:9/simple/" in one_line(lock.err)
+    assert not (amd_workspace / "variants" / "prebuilt-lock.yaml").exists()

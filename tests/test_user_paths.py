@@ -418,3 +418,16 @@ def test_pins_reads_a_follower_pin_as_pins_bump_does(monkeypatch):
     flydsl = next(r for r in report["components"] if r["component"] == "flydsl")
     assert flydsl["state"] == "moves with aiter" and "aiter's setup.py pins it" in flydsl["notes"][0]
     assert next(r for r in report["components"] if r["component"] == "vllm")["state"] == pins.NEWER
+
+
+def test_the_documented_exit_codes_are_the_ones_given():
+    """A stop before anything is done is 2 (UserError), work that ran and failed is 1: `page --to` a folder it cannot
+    write and `pins --lock` without AMD's index stop (tests/test_prebuilt_lock.py runs the latter), so 2."""
+    from orchestrate.errors import BuildFailed, UserError
+
+    assert (UserError.exit_code, BuildFailed.exit_code) == (2, 1)
+    failing = (REPO / "docs" / "when-something-fails.md").read_text()
+    assert "**2** stopped before doing anything" in failing and "**1** the work ran and something in it failed" in failing
+    assert "The index unreachable: one line, nothing written, exit 2" in failing
+    assert "exits 2 with one line, writing nothing, when the page cannot be written" in \
+        " ".join((REPO / "docs" / "sharing.md").read_text().split())
