@@ -168,8 +168,7 @@ def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
         for command in dict.fromkeys(on_request):
             reporter.line(f"  {command}")
     if lock:
-        reporter.paragraph("AMD's files without a sha256 yet are locked by (build-all and fetch run it first when "
-                           "online):")
+        reporter.paragraph("To lock AMD's files that have no sha256 yet (build-all and fetch do it first when online):")
         for command in dict.fromkeys(lock):
             reporter.line(f"  {command}")
     total, unknown = runner.expected_total(plan)
