@@ -409,8 +409,10 @@ def test_pins_reads_a_follower_pin_as_pins_bump_does(monkeypatch):
     from orchestrate.upstreams import Upstreams
 
     upstreams = Upstreams.load(REPO / "variants")
-    assert pins.followers(upstreams) == {"flydsl": ("aiter", "aiter's setup.py"),
-                                         "aotriton": ("pytorch", "pytorch-rocm's cmake/External/aotriton.cmake")}
+    followers = pins.followers(upstreams)
+    assert followers["flydsl"] == ("aiter", "aiter's setup.py")
+    assert followers["aotriton"] == ("pytorch", "pytorch-rocm's cmake/External/aotriton.cmake")
+    assert "vllm" not in followers and "pytorch" not in followers  # released on their own
     monkeypatch.setattr(pins, "component_row", lambda c, p, lookups: {
         "component": c.name, "state": pins.NEWER, "newest": "0.5.0", "notes": [], "errors": []})
     monkeypatch.setattr(pins, "coupling_row", lambda *args: {"state": "ok"})

@@ -95,7 +95,7 @@ def require_channel(url: str, store: Store) -> None:
     if isinstance(store, FolderStore) and not store.path.is_dir():
         raise UserError(f"cache channel {url}: folder {store.path} does not exist (a share not mounted?): mount it "
                         f"or fix the URL, {drop}")
-    if store.read(INDEX) is None:
+    if store.size(INDEX) is None:  # a HEAD where the store has one: the index itself is read later, if needed
         raise UserError(f"cache channel {url} is not a channel (no {INDEX} there): fix the URL, fill it with "
                         f"`orchestrate publish --to {url}`, {drop}")
 
