@@ -4,6 +4,7 @@ Every other module asks this one what an architecture supports; nothing else par
 """
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,8 +178,10 @@ class ArchitectureTable:
         try:
             return self.architectures[name]
         except KeyError:
+            nearest = difflib.get_close_matches(name, self.names(), n=1, cutoff=0.6)
+            guess = f" (did you mean {nearest[0]}?)" if nearest else ""
             raise UserError(
-                f"unknown architecture '{name}': choose one of {', '.join(self.names())}"
+                f"unknown architecture '{name}'{guess}: choose one of {', '.join(self.names())}"
             ) from None
 
     def names(self) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -101,6 +102,9 @@ def make_parser() -> argparse.ArgumentParser:
     fetch = sub.add_parser("fetch", help="download and verify every source, check every patch; build nothing")
     _common(fetch)
     fetch.add_argument("--all-archs", action="store_true", help="the sources of every architecture in the table")
+    fetch.add_argument("--solve", action="store_true",
+                       help="first solve every build's requirements against the source channels (conda-forge or "
+                            "a mirror), as build-all does before building")
     fetch.add_argument("packages", nargs="*", metavar="PKG",
                        help="only these packages' sources and what they need (default: rocm-stack's)")
     clean = sub.add_parser("clean", help="remove failed builds' work folders (and old superseded packages)")
@@ -153,27 +157,50 @@ def _make_plan(args, options: Options) -> runner.Plan:
     return runner.make_plan(options, packages)
 
 
+# A row's reason may end in a command for the user; the command goes on its own line under the table.
+BUILD_HINT = re.compile(r"^(?P<why>[^:`]+): build it with `(?P<command>[^`]+)`(?: \((?P<more>.*)\))?$")
+LOCK_HINT = re.compile(r"^(?P<why>.* without a sha256 yet \(.*\)): `(?P<command>[^`]+)` locks them .*$")
+
+
 def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
     for note in plan.notes:
-        reporter.line(note)
-    rows = []
+        reporter.paragraph(note)
+    rows, on_request, lock = [], [], []
     for n, step in enumerate(plan.steps, 1):
         o = step.output
         state = {runner.BUILD: "will build", runner.SKIP: "skipped"}.get(step.state, step.state)
         expected = step.estimate.shown() if step.estimate else "-"
-        rows.append([str(n), o.name, o.version, o.build_string, state, expected, step.origin, "; ".join(step.reasons)])
-    reporter.table(f"Plan for {plan.arch.name} ({plan.arch.product})",
-                   ["#", "package", "version", "build", "state", "expected", "from", "why"], rows)
+        reasons = []
+        for reason in step.reasons:
+            if match := BUILD_HINT.match(reason):
+                on_request.append(match["command"])
+                reason = match["why"] + (f" ({match['more']})" if match["more"] else "")
+            elif match := LOCK_HINT.match(reason):
+                lock.append(match["command"])
+                reason = match["why"]
+            reasons.append(reason)
+        rows.append([str(n), o.name, o.version, o.build_string, state, expected, step.origin, "; ".join(reasons)])
+    reporter.fitted_table(plan.title or f"Plan for {plan.arch.name} ({plan.arch.product})",
+                          ["#", "package", "version", "build", "state", "expected", "from", "why"], rows,
+                          droppable=["build", "#", "from", "expected"], detail="why")
+    if on_request:
+        reporter.paragraph("Not built by default; each on request:")
+        for command in dict.fromkeys(on_request):
+            reporter.line(f"  {command}")
+    if lock:
+        reporter.paragraph("To lock AMD's files that have no sha256 yet (build-all and fetch do it first when online):")
+        for command in dict.fromkeys(lock):
+            reporter.line(f"  {command}")
     total, unknown = runner.expected_total(plan)
     builds = sum(1 for s in plan.steps if s.state == runner.BUILD)
     if builds == unknown and builds:
-        reporter.line(f"{builds} package(s) to build; no time estimate yet (the recipes declare none and this "
-                      "channel records no earlier build)")
+        reporter.paragraph(f"{builds} package(s) to build; no time estimate yet (the recipes declare none and this "
+                           "channel records no earlier build)")
     elif builds:
         note = f" ({unknown} without an estimate)" if unknown else ""
         bases = sorted({s.estimate.basis for s in plan.steps if s.estimate and s.estimate.seconds is not None})
-        reporter.line(f"{builds} package(s) to build, expected {format_duration(total)}{note}"
-                      + (f"; estimates {', '.join(bases)}" if bases else ""))
+        reporter.paragraph(f"{builds} package(s) to build, expected {format_duration(total)}{note}"
+                           + (f"; estimates {', '.join(bases)}" if bases else ""))
 
 
 def cmd_build(args, reporter: Reporter) -> int:
@@ -183,6 +210,7 @@ def cmd_build(args, reporter: Reporter) -> int:
     if options.dry_run:
         show_plan(plan, reporter)
         return 0
+    caches = _caches(options)  # a cache channel that is not there stops the run before anything is built
     channel = Channel(options.channel)
     stops.describe(lambda: f"{len(channel.entries_present())} package(s) are in channel {channel.path} and stay there")
     if any(s.state == runner.BUILD for s in plan.steps) or channel.exists():
@@ -210,7 +238,6 @@ def cmd_build(args, reporter: Reporter) -> int:
             runner.check_sources_cached(plan, options)
         if not getattr(args, "skip_disk_check", False):
             runner.check_disk_space(plan, options)
-        caches = _caches(options)
         with clean.work_area(options):
             steps = runner.execute(plan, options, reporter, caches)
         _write_page(channel, options, reporter)
@@ -278,18 +305,19 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     options = options_from_args(args)
     if args.all_archs and options.arch:
         raise UserError("--arch and --all-archs exclude each other: pass one")
-    if args.all_archs:
-        table = ArchitectureTable.load(options.variants_dir)
-        plans = [runner.make_plan(dataclasses.replace(options, arch=a), args.packages) for a in table.names()]
-    else:
-        plans = [runner.make_plan(options, args.packages)]
+    plans = _fetch_plans(args, options)
     SourceCache(options.source_cache).ensure_writable()
     stops.describe(lambda: f"the source cache {options.source_cache} keeps every source fetched so far",
                    "run the same command again to fetch the rest")
-    # Requirements first: seconds, where the sources may take an hour. A channel that cannot be reached
-    # stops here; a requirement no channel has is reported and the sources are still fetched (a recipe
-    # fix changes no source), so one run tells everything.
-    unresolved = fetch.unresolved_requirements(plans, options)
+    # As build-all does: an incomplete lock of AMD's files is completed first where the index answers (one line
+    # where it does not); a file without a sha256 is never downloaded.
+    unlocked = [plan for plan in plans if runner.unpinned_sources(plan.steps)]
+    if unlocked and pins.lock_first(options, unlocked[0], reporter):
+        plans = _fetch_plans(args, options)
+    # With --solve, requirements first: seconds, where the sources may take an hour. A channel that cannot be
+    # reached stops here; a requirement no channel has is reported and the sources are still fetched (a
+    # recipe fix changes no source), so one run tells everything.
+    unresolved = fetch.unresolved_requirements(plans, options) if args.solve else []
     for line in unresolved:
         reporter.error(f"error: {line}")
     for plan in plans:  # a file without a sha256 is never downloaded
@@ -307,6 +335,13 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     if problems:
         raise UserError(f"{' and '.join(problems)} (see above): fix them before building")
     return 0
+
+
+def _fetch_plans(args, options: Options) -> list[runner.Plan]:
+    if not args.all_archs:
+        return [runner.make_plan(options, args.packages)]
+    table = ArchitectureTable.load(options.variants_dir)
+    return [runner.make_plan(dataclasses.replace(options, arch=a), args.packages) for a in table.names()]
 
 
 def cmd_clean(args, reporter: Reporter) -> int:
@@ -340,9 +375,15 @@ def cmd_pins(args, reporter: Reporter) -> int:
 
 
 def cmd_detect(args, reporter: Reporter) -> int:
-    found = os.environ.get(ARCH_ENV) or detect_gpu_arch()
+    """This machine's GPU, as found; $ORCHESTRATE_ARCH is no detection, so it is only said beside it."""
+    found, override = detect_gpu_arch(), os.environ.get(ARCH_ENV)
+    if override:
+        reporter.error(f"note: {ARCH_ENV}={override} is set: the other commands build for {override}, whatever "
+                       "GPU is detected")
     if not found:
-        raise UserError(f"no AMD GPU found: pass --arch or set {ARCH_ENV}")
+        raise UserError("no AMD GPU found (rocm_agent_enumerator, rocminfo, /sys/class/kfd): check the driver with "
+                        "`orchestrate doctor`; to build for a GPU this machine lacks, give the other commands "
+                        f"--arch A or set {ARCH_ENV}")
     reporter.line(found)
     return 0
 

@@ -38,5 +38,9 @@ def arch_neutral_plan(options: Options) -> runner.Plan:
     if not names:
         raise UserError("no package has the same input hash for every architecture, so --arch-neutral has "
                         "nothing to build: run `orchestrate build-all --arch ARCH` for each architecture")
-    arch = options.arch or ArchitectureTable.load(options.variants_dir).names()[0]
-    return runner.make_plan(replace(options, arch=arch), sorted(names))
+    table = ArchitectureTable.load(options.variants_dir)
+    arch = options.arch or table.names()[0]
+    plan = runner.make_plan(replace(options, arch=arch), sorted(names))
+    plan.title = (f"Plan for the packages all {len(table.names())} architectures share (one build each, "
+                  f"rendered for {arch}; same for every architecture)")
+    return plan

@@ -38,6 +38,7 @@ DEFAULT_GIT_BASE = "https://github.com"
 DEFAULT_TIMEOUT = 10.0
 # States of a component row, as a user reads them.
 CURRENT, NEWER, AHEAD, NOT_COMPARED, ERROR = "current", "newer available", "ahead of releases", "not compared", "error"
+FOLLOWS = "moves with"  # a pin another component's own files set (flydsl: aiter's setup.py): no move of its own
 # States of a coupling row.
 OK, BROKEN, DIFFERS, UNKNOWN, OFFLINE = "ok", "BROKEN", "differs", "unknown", "checked offline"
 JSON_METADATA = "PyPI JSON"
@@ -422,10 +423,23 @@ def _admits(spec: str, version: Version | None) -> bool:
 
 def make_report(upstreams: Upstreams, pins: Pins, lookups: dict[tuple, Lookup], pypi_url: str, git_base: str) -> dict:
     components = [component_row(c, pins, lookups) for c in upstreams.components.values()]
+    for row in components:  # the reading `pins --bump` has: a newer release of a follower is no move on its own
+        leader = followers(upstreams).get(row["component"])
+        if leader and row["state"] == NEWER:
+            row["state"] = f"{FOLLOWS} {leader[0]}"
+            row["notes"].append(f"{leader[1]} pins it; {row['newest']} comes only with a {leader[0]} release that pins it: "
+                                "`orchestrate pins --bump` says whether one does")
     couplings = [coupling_row(c, upstreams, pins, lookups) for c in upstreams.couplings]
     ok = not any(r["state"] == ERROR for r in components) and not any(r["state"] in (BROKEN, "error") for r in couplings)
     return {"arch": pins.arch, "pypi_url": pypi_url, "git_base": git_base, "ok": ok,
             "components": components, "couplings": couplings}
+
+
+def followers(upstreams: Upstreams) -> dict[str, tuple[str, str]]:
+    """component -> (the component whose own file pins its version exactly, that file): it moves with that one."""
+    return {c.pins[1]: (c.pins[0], f"{check.checkout}'s {check.file}") for c in upstreams.couplings
+            if c.rule == "exact" for check in c.checks if check.file
+            and check.expect.get("version") == upstreams.components[c.pins[1]].version_key}
 
 
 def show(report: dict, reporter: Reporter) -> None:

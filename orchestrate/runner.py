@@ -49,6 +49,7 @@ class Plan:
     config: VariantConfig  # what the outputs were rendered with; builds render with the same
     choice: VariantChoice | None = None
     notes: list[str] = field(default_factory=list)  # plan-wide: where PyTorch comes from and why
+    title: str = ""  # what the plan is for, when it is not one architecture's build (--arch-neutral)
 
 
 class BuildCache(Protocol):

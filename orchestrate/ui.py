@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -70,6 +71,60 @@ class Reporter:
         self.console.print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), markup=False)
         for row in rows:
             self.console.print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(), markup=False)
+        sys.stdout.flush()
+
+
+    def paragraph(self, text: str, indent: str = "") -> None:
+        """Text wrapped at words to the console's width: a terminal's, else rich's for a file ($COLUMNS or 80)."""
+        for line in self.wrapped(text, indent):
+            self.console.print(line, markup=False)
+
+    def wrapped(self, text: str, indent: str = "", first: str | None = None) -> list[str]:
+        return textwrap.wrap(text, self.console.width, initial_indent=indent if first is None else first,
+                             subsequent_indent=indent, break_on_hyphens=False) or [""]
+
+    def fitted_table(self, title: str, columns: list[str], rows: list[list[str]], droppable: list[str],
+                     detail: str) -> None:
+        """A table no wider than the console, whose first column (a name) is never cut. While a row is too wide,
+        the `droppable` columns leave it, in order, their values moving to the row's `detail` text (the column
+        name `#` is dropped outright); the `detail` column wraps at words beside the others, or goes on its own
+        indented lines under its row when it would be narrower than a readable minimum."""
+        width, gap, readable = self.console.width, 2, 40
+        widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+        at = columns.index(detail)
+
+        def span(indexes: list[int]) -> int:
+            return sum(widths[i] for i in indexes) + gap * (len(indexes) - 1)
+
+        def drop_until(room: int) -> tuple[list[int], list[int]]:
+            shown, dropped = [i for i in range(len(columns)) if i != at], []
+            for name in droppable:
+                if span(shown) + room <= width:
+                    break
+                shown.remove(columns.index(name))
+                dropped.append(columns.index(name))
+            return shown, dropped
+
+        room = gap + min(widths[at], readable)
+        shown, dropped = drop_until(room)
+        beside = span(shown) + room <= width
+        if not beside:  # the detail goes under each row: the row itself keeps what fits
+            shown, dropped = drop_until(0)
+        for line in self.wrapped(title):
+            self.console.print(line, markup=False, style="bold" if self.fancy else None)
+        header = "  ".join(columns[i].ljust(widths[i]) for i in shown)
+        self.console.print(f"{header}  {detail}" if beside else header.rstrip(), markup=False)
+        start = span(shown) + gap
+        for row in rows:
+            text = "; ".join([f"{columns[i]} {row[i]}" for i in dropped if columns[i] != "#" and row[i] not in ("", "-")]
+                             + ([row[at]] if row[at] else []))
+            main = "  ".join(row[i].ljust(widths[i]) for i in shown)
+            if beside:
+                lines = self.wrapped(text, " " * start, first=main + "  ") if text else [main]
+            else:
+                lines = [main.rstrip()] + (self.wrapped(text, " " * 4) if text else [])
+            for line in lines:
+                self.console.print(line.rstrip(), markup=False)
         sys.stdout.flush()
 
 

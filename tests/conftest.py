@@ -48,6 +48,8 @@ def orchestrate(workspace: Path, capsys, monkeypatch):
     """Run `orchestrate ARGS` in the test workspace; returns exit code, stdout and stderr."""
     monkeypatch.chdir(workspace)
     monkeypatch.delenv("ORCHESTRATE_ARCH", raising=False)
+    # One line per plan row, as on a wide terminal: the tests read rows; tests/test_user_paths.py checks 80 columns
+    monkeypatch.setenv("COLUMNS", "1000")
 
     def run(*args: str) -> Result:
         capsys.readouterr()

@@ -117,7 +117,7 @@ def test_every_missing_requirement_is_named_once(orchestrate, workspace, channel
 
 def test_fetch_reports_the_missing_requirement(orchestrate, workspace):
     add_requirement(workspace, "vllm", "run", MISSING)
-    result = orchestrate("fetch", "--arch", ARCH)
+    result = orchestrate("fetch", "--arch", ARCH, "--solve")  # plain fetch asks no channel (issue 32)
     assert result.code == 2
     assert lines_with(result.err, MISSING, "run requirement of vllm")
     assert "requirement(s) cannot be resolved" in result.err.splitlines()[-1]
@@ -132,7 +132,7 @@ def test_an_unreachable_channel_is_said_once_and_nothing_is_built(orchestrate, w
     assert result.code == 2
     assert result.err.strip().splitlines() == [f"error: {dead} cannot be reached: {FIX_CHANNEL}"]
     assert not channel.exists()
-    fetched = orchestrate("fetch", "--arch", ARCH)
+    fetched = orchestrate("fetch", "--arch", ARCH, "--solve")
     assert fetched.code == 2 and len(lines_with(fetched.err, "cannot be reached")) == 1
 
 

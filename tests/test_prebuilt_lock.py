@@ -320,7 +320,8 @@ def test_the_default_plan_is_rocm_stacks_closure_and_says_why_each_is_in_or_out(
     assert run("pins", "--lock").code == 0
     result = run("plan", "--arch", "gfx1151", "-q")
     ck = row(result.out, "composable-kernel")
-    assert "not needed" in ck and "not needed by rocm-stack: build it with `orchestrate build composable-kernel`" in ck
+    assert "not needed" in ck and "not needed by rocm-stack" in ck
+    assert "  orchestrate build composable-kernel" in result.out.splitlines()  # the hint, on its own line
     assert "rocm-stack needs it" in row(result.out, "pytorch", "will build")
     assert "rocm-stack needs it (through pytorch)" in row(result.out, "rocm-sdk")
     asked = run("build-all", "composable-kernel", "--arch", "gfx1151", "--dry-run", "-q")
@@ -332,8 +333,8 @@ def test_the_default_plan_is_rocm_stacks_closure_and_says_why_each_is_in_or_out(
 def test_an_unlocked_artifact_is_never_downloaded(serve, run, amd_workspace):
     server = serve()
     plan = run("plan", "--arch", "gfx1151", "-q")
-    assert "without a sha256 yet (rocm-sdk-core): `orchestrate pins --lock` locks them" in \
-        row(plan.out, "rocm-sdk")  # plan still plans, and says so in the row
+    assert "without a sha256 yet (rocm-sdk-core)" in row(plan.out, "rocm-sdk")  # plan still plans, and says so
+    assert "  orchestrate pins --lock" in plan.out.splitlines()  # with the command that locks, on its own line
     result = run("build-all", "--arch", "gfx1151", "--offline")
     assert result.code == 2
     line = one_line(result.err)
@@ -445,3 +446,26 @@ def test_the_real_declarations_lock_every_file_and_the_real_recipes_plan_with_th
             assert "without a sha256" not in plan.out
             assert "prebuilt wheel" in row(plan.out, "pytorch", "will build")
         assert not [path for path in server.downloads if path.startswith("/files/") or path.startswith("files/")]
+
+
+def test_fetch_locks_first_as_build_all_does_and_says_so_in_one_line_where_the_index_cannot_be_reached(
+        serve, run, amd_workspace):
+    """Quickstart step 2 on a fresh checkout (issue 32): `fetch` completes the lock where AMD's index answers, then
+    fetches what it pins; where it does not answer, one line names the index and the fix, and nothing is fetched."""
+    server = serve()
+    result = run("fetch", "--arch", "gfx1151", "rocm-sdk", "-q")
+    assert result.code == 0, result.err
+    assert "locking AMD artifacts from " + server.index in result.out
+    assert lock_of(amd_workspace)["artifacts"]["rocm_sdk_core"]["sha256"] == \
+        server.digests[f"rocm_sdk_core-{ROCM}-py3-none-linux_x86_64.whl"]
+    assert f"fetched     rocm-sdk  {server.url}/files/rocm_sdk_core-{ROCM}-py3-none-linux_x86_64.whl" in \
+        result.out.splitlines()
+    (amd_workspace / "variants" / "prebuilt-lock.yaml").unlink()
+    (amd_workspace / "variants" / "prebuilt.yaml").write_text(PREBUILT_YAML.format(index="http://127.0.0.1:9/simple/"))
+    offline = run("fetch", "--arch", "gfx1151", "rocm-sdk", "-q")
+    assert offline.code == 2
+    assert "cannot reach http://127.0.0.1:9/simple/" in one_line(offline.err)
+    assert "orchestrate pins --lock" in one_line(offline.err)
+    lock = run("pins", "--lock")  # exit 2 as docs/when-something-fails.md says: stopped, nothing written
+    assert lock.code == 2 and "cannot reach http://127.0.0.1:9/simple/" in one_line(lock.err)
+    assert not (amd_workspace / "variants" / "prebuilt-lock.yaml").exists()

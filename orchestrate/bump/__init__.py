@@ -51,7 +51,7 @@ def wanted(args) -> bool:
     extras = [flag for flag, on in (("--write", args.write), ("--prove", args.prove), ("--report", args.report),
                                     ("--docs", args.docs), ("--raw-base", args.raw_base)) if on]
     if extras and not args.bump:
-        raise UserError(f"{' and '.join(extras)} work with --bump only: add --bump")
+        raise UserError(f"{' and '.join(extras)} {'works' if len(extras) == 1 else 'work'} with --bump only: add --bump")
     if args.bump and args.lock:
         raise UserError("--bump and --lock exclude each other (--bump --write relocks what it moves): pass one")
     if args.prove and not args.write:  # else it would prove the current pins under a report of moves

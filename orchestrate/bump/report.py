@@ -68,8 +68,8 @@ def markdown(rows: list[dict], proofs: list, *, generated: str, written: bool) -
               "2. Check that each coupled group moved whole (same `group`), and that each held pin's reason "
               "still holds: a hold names the coupling that blocks it and where it was read.",
               "3. Every proof must be **passed** before merging. A **skipped** proof is not a pass: run it where "
-              "it can run (`orchestrate fetch --all-archs`, `orchestrate build-all --dry-run` with the channels "
-              "reachable, the contract tests with `ROCM_STACK_SOURCES=DIR`).",
+              "it can run (`orchestrate fetch --all-archs`, `orchestrate fetch --all-archs --solve` (and with `--variant "
+              "pytorch_from=source`) with the channels reachable, the contract tests with `ROCM_STACK_SOURCES=DIR`).",
               f"4. To keep a pin where it is, write `{HOLD_SYNTAX}` on its line in `variants/shared.yaml` and "
               "run the bump again: the pin stays, and this report shows the reason.",
               ""]

@@ -13,6 +13,16 @@ from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, existing_folder, find_w
 install_channel = location(*CHANNEL_SCHEMES)  # where teammates install from: what pixi reads
 
 
+def publish_target(text: str) -> str:
+    """Where publish writes: a folder or a URL of a writable kind (HTTP is read-only: said with its fix)."""
+    from .targets import PACKAGE_SERVER_SCHEMES
+
+    if text.lower().startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{text!r} is read-only over HTTP: publish to the folder or bucket behind it "
+                                         "(file://, s3://) or to a package server (prefix://, quetz://, …)")
+    return location("file", "s3", *PACKAGE_SERVER_SCHEMES)(text)
+
+
 def _options(args: argparse.Namespace):
     """The CLI's own Options for the arguments these commands share with it (--workspace, --channel)."""
     return options_from_args(args)
@@ -56,7 +66,7 @@ def _s3_flags(args) -> dict:
 
 def _publish_arguments(parser: argparse.ArgumentParser) -> None:
     _local_channel_arguments(parser)
-    parser.add_argument("--to", required=True, metavar="TARGET", type=shared_channel,
+    parser.add_argument("--to", required=True, metavar="TARGET", type=publish_target,
                         help="file:///dir, s3://bucket/channel, prefix://[host/]channel, quetz://host/channel, "
                              "artifactory://host/channel or anaconda://owner[/label]")
     parser.add_argument("--arch", help="publish only this architecture's packages (and the noarch ones)")
@@ -68,6 +78,10 @@ def _run_publish(args, reporter) -> int:
     from .publish import publish
 
     options = _options(args)
+    if args.arch:  # a typo would otherwise publish nothing and exit 0
+        from ..architectures import ArchitectureTable
+
+        ArchitectureTable.load(options.variants_dir).get(args.arch)
     options.arch = args.arch  # a filter here, not the build architecture from orchestrate.toml
     return publish(options, args.to, args.packages, reporter, _s3_flags(args))
 
@@ -79,7 +93,7 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR", help="workspace whose architecture table to use")
     parser.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
     parser.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
-    parser.add_argument("--force", action="store_true", help="replace an existing --output file")
+    parser.add_argument("--force", action="store_true", help="replace an --output file an earlier consumer-manifest wrote (never another file)")
 
 
 def _run_consumer(args, reporter) -> int:
@@ -134,10 +148,16 @@ def _verify_target(args):
             workspace = None  # checking a team channel needs no workspace
         target = parse_target(args.source, load_config(workspace) if workspace else {}, **_s3_flags(args))
         return (target.reader() if isinstance(target, PackageServer) else target), False
-    path = args.channel.resolve() if args.channel else _options(args).channel
+    try:
+        default = _options(argparse.Namespace(**{**vars(args), "channel": None})).channel
+    except UserError:  # --channel DIR outside any workspace
+        if not args.channel:
+            raise
+        default = None
+    path = args.channel.resolve() if args.channel else default
     if not path.is_dir():
         raise UserError(f"channel {path} does not exist: pass --channel DIR with a channel, or --from URL")
-    return FolderStore(path), True
+    return FolderStore(path), True, (f" --channel {path}" if path != default else "")
 
 
 def _run_verify(args, reporter) -> int:

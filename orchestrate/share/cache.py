@@ -19,15 +19,18 @@ from ..ui import Reporter
 from .bench import Bench, recorded_in
 from .lookup import parse_entry, read_lookup
 from .publish import remote_sha256s
+from .store import FolderStore
 from .targets import Store, reader_for
 
 DOWNLOADS = "from-cache"
+INDEX = "noarch/repodata.json"  # every channel has it, even one without noarch packages
 
 
 class RemoteCache:
     def __init__(self, url: str, store: Store, reporter: Reporter):
         self.description = url
         self.store = store
+        require_channel(url, store)
         lookup = read_lookup(store)  # a few small reads per run; also proves the channel is reachable
         if not lookup.entries:
             reporter.line(f"cache channel {url} has no build-cache lookup entries: it gives no cache hits "
@@ -83,6 +86,18 @@ class RemoteCache:
                 f"says (input hash {str(recorded)[:12]}…, expected {output.input_hash[:12]}…): "
                 "remove it there and re-publish, or drop that --cache-channel"
             )
+
+
+def require_channel(url: str, store: Store) -> None:
+    """A cache channel that is not there (an unmounted share, a mistyped bucket) would silently turn into a full
+    rebuild, hours of it: refused before anything is built."""
+    drop = "or drop that --cache-channel (or its cache_channels entry in orchestrate.toml)"
+    if isinstance(store, FolderStore) and not store.path.is_dir():
+        raise UserError(f"cache channel {url}: folder {store.path} does not exist (a share not mounted?): mount it "
+                        f"or fix the URL, {drop}")
+    if store.size(INDEX) is None:  # a HEAD where the store has one: the index itself is read later, if needed
+        raise UserError(f"cache channel {url} is not a channel (no {INDEX} there): fix the URL, fill it with "
+                        f"`orchestrate publish --to {url}`, {drop}")
 
 
 def caches_for(options: Options) -> list[RemoteCache]:

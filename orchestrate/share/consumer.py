@@ -15,6 +15,8 @@ from .targets import S3Store, parse_target
 STACK = (("rocm-stack", True), ("pytorch-rocm", False), ("pytorch", True), ("vllm", True),
          ("rocm-stack-check", False))
 FLASH_ATTN = "flash-attn"
+# The line that marks a manifest as ours: only such a file is ever replaced (a project's own pixi.toml never is).
+WRITTEN_BY = "# Written by `orchestrate consumer-manifest`"
 
 
 def channel_for_pixi(url: str) -> str:
@@ -31,7 +33,7 @@ def render_manifest(channel_url: str, arch: Architecture | str | None, config: d
     isa = arch.isa if isinstance(arch, Architecture) else None
     lines = [
         f"# Installs the ROCm ML stack from {channel}; everything else comes from conda-forge.",
-        "# Written by `orchestrate consumer-manifest`; run `pixi install`, then `pixi run rocm-stack-check check`.",
+        f"{WRITTEN_BY}; run `pixi install`, then `pixi run rocm-stack-check check`.",
         "#",
         "# Which GPU build you get: every GPU-specific package in the channel has one build per GPU architecture,",
         "# each constrained to `__amdgpu_arch ==<ISA version>` (gfx1151 -> 11.5.1, gfx942 -> 9.4.2); rocm-stack",
@@ -89,9 +91,22 @@ def flash_attn_lines(arch: Architecture | None) -> list[str]:
 def write_manifest(text: str, output: Path, force: bool) -> Path:
     if output.is_dir():
         output = output / "pixi.toml"
+    if output.exists() and not written_by_us(output):
+        raise UserError(f"{output} exists and was not written by `orchestrate consumer-manifest`, so it is never "
+                        "replaced: write the manifest elsewhere with --output DIR/pixi.toml, or paste the snippet "
+                        "from --print")
     if output.exists() and not force:
-        raise UserError(f"{output} exists: pass --force to replace it, or --print to paste the snippet yourself")
+        raise UserError(f"{output} exists (an earlier consumer-manifest): pass --force to replace it, or --output "
+                        "to write another file")
     if not output.parent.is_dir():
         raise UserError(f"folder {output.parent} does not exist: create it or pass another --output")
     output.write_text(text)
     return output
+
+
+def written_by_us(path: Path) -> bool:
+    try:
+        head = path.read_text(errors="replace").splitlines()[:5]
+    except OSError:
+        return False
+    return any(line.startswith(WRITTEN_BY) for line in head)

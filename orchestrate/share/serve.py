@@ -97,9 +97,14 @@ def serve(channel_path: Path, host: str, port: int, reporter: Reporter) -> int:
     else:
         reporter.line(f"listening on {host}: anyone who can reach this machine on port {bound_port} can download "
                       "every package in the channel")
-    shared_host = socket.gethostname() if bound_host in ("0.0.0.0", "::") else None
-    teammate_url = url.replace(bound_host, shared_host) if shared_host else url
-    reporter.line(f"teammates: orchestrate consumer-manifest --channel {teammate_url.rstrip('/')}   (Ctrl-C stops)")
+    if is_loopback(host):  # a teammate's 127.0.0.1 is their own machine
+        reporter.line(f"on this machine: orchestrate consumer-manifest --channel {url.rstrip('/')}   (Ctrl-C stops)")
+    else:
+        every_address = bound_host in ("0.0.0.0", "::")
+        teammate_url = url.replace(bound_host, socket.gethostname(), 1) if every_address else url
+        note = "; if they cannot resolve this machine's name, use its address on their network" if every_address else ""
+        reporter.line(f"teammates: orchestrate consumer-manifest --channel {teammate_url.rstrip('/')}   (Ctrl-C "
+                      f"stops{note})")
     sys.stdout.flush()  # a supervisor or test reading the URL from a pipe must see it now
     try:
         server.serve_forever()

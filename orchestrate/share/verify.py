@@ -65,14 +65,15 @@ class Fixes:
     """What to do about each problem, worded for the local channel (build-all repairs it) or a shared one
     (publish again from a machine whose channel holds the package)."""
 
-    def __init__(self, local: bool, url: str, arch_of: dict[str, str], writable: bool = True):
+    def __init__(self, local: bool, url: str, arch_of: dict[str, str], writable: bool = True, channel_arg: str = ""):
         self.local, self.url, self.arch_of = local, url, arch_of
+        self.channel_arg = channel_arg  # ` --channel DIR` for a local channel that is not the workspace's own
         self.publish = (f"`orchestrate publish --to {url}`" if writable
                         else f"`orchestrate publish --to` the folder or bucket behind {url}")
 
     def _build_all(self, file: str) -> str:
         arch = self.arch_of.get(file, "")
-        return f"`orchestrate build-all{f' --arch {arch}' if arch and arch != 'noarch' else ''}`"
+        return f"`orchestrate build-all{f' --arch {arch}' if arch and arch != 'noarch' else ''}{self.channel_arg}`"
 
     def damaged(self, file: str, size_ok: bool) -> str:
         if not self.local:
@@ -93,7 +94,7 @@ class Fixes:
         if not self.local:
             return (f"if a publish was stopped, run it again on that machine ({self.publish}): it indexes the "
                     "file; otherwise remove the file there")
-        return ("run `orchestrate build-all`: it indexes the file if this workspace built it, or moves it "
+        return (f"run {self._build_all('')}: it indexes the file if this workspace built it, or moves it "
                 "to .superseded/")
 
     def wrong_entry(self, file: str) -> str:
@@ -105,7 +106,7 @@ class Fixes:
     def damaged_index(self) -> str:
         if not self.local:
             return f"run {self.publish} again: it re-indexes the channel"
-        return "run `orchestrate build-all`: it re-indexes the channel"
+        return f"run {self._build_all('')}: it re-indexes the channel"
 
     def bench(self, record: str, package: str) -> str:
         if not self.local:
@@ -131,12 +132,12 @@ class Fixes:
                 "channel folder aside and build again")
 
 
-def verify(store: Store, local: bool, quick: bool = False) -> Verification:
+def verify(store: Store, local: bool, quick: bool = False, channel_arg: str = "") -> Verification:
     """Check every claim the channel's index and lookup make against the files it holds."""
     result = Verification(str(store.path) if local else store.url)
     lookup = read_lookup(store)
     fixes = Fixes(local, store.url, {f: str(e.get("arch", "")) for f, e in lookup.entries.items()},
-                  store.writable)
+                  store.writable, channel_arg)
     listed, damaged_indexes = read_index(store)
     if not (listed or damaged_indexes or lookup.entries or lookup.damaged) and store.size(f"noarch/{INDEX}") is None:
         raise UserError(f"{store.url} is not a conda channel (no noarch/{INDEX}): check the "
@@ -224,15 +225,15 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
                                 f"stopped between the two): {fixes.unrecorded(bench)}")
 
 
-def _verify_locked(store, quick: bool = False) -> Verification:
+def _verify_locked(store, quick: bool = False, channel_arg: str = "") -> Verification:
     """The local channel, under its lock: a build adding a package right now would show as a problem. A
     folder that is not a channel, or that we may not write, is read without it (and left as it was)."""
     channel = Channel(store.path)
     if not channel.is_channel() or not os.access(channel.path, os.W_OK):
-        return verify(store, True, quick)
+        return verify(store, True, quick, channel_arg)
     channel.lock("orchestrate verify")
     try:
-        return verify(store, True, quick)
+        return verify(store, True, quick, channel_arg)
     finally:
         channel.unlock()
 
@@ -261,8 +262,9 @@ def run(args, reporter: Reporter, open_store: Callable[[], tuple[Store, bool]]) 
     error line (2) when the channel cannot be read at all. `open_store` gives the store and whether it is
     the local channel (whose fixes are build-all's)."""
     try:
-        store, local = open_store()
-        result = _verify_locked(store, args.quick) if local else verify(store, local, args.quick)
+        store, local, *channel_arg = open_store()  # and, for a --channel DIR, the flag its fixes need
+        result = (_verify_locked(store, args.quick, *channel_arg) if local
+                  else verify(store, local, args.quick))
     except UserError as exc:
         if not args.json:
             raise

@@ -4,12 +4,14 @@ extra.estimate; no build runs): the default gfx1151 plan's expected time, the sa
 packages the plans would put in a channel (a package whose name, version and build string are the same for
 every architecture is one file in the channel, counted once).
 
-Run from the repository root:  python tests/benchmarks/plan_numbers.py [--write]
---write saves tests/benchmarks/results/plan_numbers.md (re-run it after the recipes change)."""
+Run from the repository root:  python tests/benchmarks/plan_numbers.py [--write | --docs]
+--write saves tests/benchmarks/results/plan_numbers.md (re-run it after the recipes change); --docs rewrites the
+numbers README.md and docs/getting-started.md state (a test fails while they differ from `plan`)."""
 from __future__ import annotations
 
 import argparse
 import datetime
+import re
 import sys
 from pathlib import Path
 
@@ -144,10 +146,84 @@ def report() -> str:
     return "\n".join(out)
 
 
+# The numbers README.md and docs/getting-started.md state, between <!-- plan-numbers:NAME --> and
+# <!-- /plan-numbers:NAME -->: written by `--docs`, and tests/test_user_paths.py fails when they differ from `plan`.
+DOC_PAGES = ("README.md", "docs/getting-started.md")
+WHEELS = ("prebuilt wheel", "PyPI wheel")
+
+
+def doc_blocks() -> dict[str, str]:
+    """NAME -> the text of each marked block, from the default plans of every architecture and gfx1151's plans."""
+    table_ = ArchitectureTable.load(REPO / "variants")
+    groups: dict[tuple, list[str]] = {}
+    for arch in table_.names():
+        p = plan(arch)
+        flash = next((s for s in p.steps if s.output.name == "flash-attn" and s.state == runner.BUILD), None)
+        backends = table_.get(arch).flash_attn_backends
+        if flash is None:
+            backend = "none (no backend supports it)"
+        else:
+            name = flash.output.variant.get("flash_attn_backend", "")
+            label = {"ck": "CK", "triton": "Triton"}.get(name, name)
+            only = ", their only one" if len(backends) == 1 else ""
+            backend = f"{label} backend{only} ({format_duration(flash.estimate.seconds)})"
+        builds = sum(1 for s in p.steps if s.state == runner.BUILD)
+        groups.setdefault((backend, builds, format_duration(runner.expected_total(p)[0])), []).append(arch)
+    per_arch = [["architectures", "flash-attn in the default build", "builds", "expected"]]
+    per_arch += [[", ".join(archs), backend, str(builds), total] for (backend, builds, total), archs in groups.items()]
+    default, source = plan("gfx1151"), plan("gfx1151", {"pytorch_from": "source"})
+    everything = plan("gfx1151", {"pytorch_from": "source"}, everything=True)
+    ck_total = next(total for (backend, _, total) in groups if backend.startswith("CK backend, their only one"))
+
+    def builds_of(p: runner.Plan) -> list:
+        return [s for s in p.steps if s.state == runner.BUILD]
+
+    wheels = sum(1 for s in builds_of(default) if s.origin in WHEELS)
+    gfx1151 = [["plan for gfx1151 (empty channel)", "builds", "expected"],
+               ["default: rocm-stack's closure, PyTorch prebuilt", f"{len(builds_of(default))} ({wheels} of them "
+                "repackage a wheel)", f"**{format_duration(runner.expected_total(default)[0])}**"],
+               ["rocm-stack's closure, `--variant pytorch_from=source` (the full source graph: Triton with its LLVM, "
+                "aotriton, PyTorch, torchvision, torchaudio)", str(len(builds_of(source))),
+                format_duration(runner.expected_total(source)[0])],
+               ["every recipe, PyTorch from source (`plan --all --variant pytorch_from=source`: what `build-all` built "
+                "before ROCm 10.1)", str(len(builds_of(everything))), format_duration(runner.expected_total(everything)[0])]]
+    return {"readme": f"{format_duration(runner.expected_total(default)[0])} declared; {ck_total} on the architectures "
+                      "whose only flash-attn backend is CK",
+            "per-architecture": "\n" + table(per_arch[0], per_arch[1:]) + "\n",
+            "gfx1151": "\n" + table(gfx1151[0], gfx1151[1:]) + "\n"}
+
+
+def marked(name: str) -> re.Pattern:
+    return re.compile(rf"(<!-- plan-numbers:{name} -->)(.*?)(<!-- /plan-numbers:{name} -->)", re.S)
+
+
+def docs_as_written() -> dict[str, str]:
+    """NAME -> the block's text as the pages hold it (each block once, over DOC_PAGES)."""
+    found = {}
+    for page in DOC_PAGES:
+        for match in re.finditer(r"<!-- plan-numbers:([a-z0-9-]+) -->(.*?)<!-- /plan-numbers:\1 -->",
+                                 (REPO / page).read_text(), re.S):
+            found[match[1]] = match[2]
+    return found
+
+
+def write_docs(blocks: dict[str, str]) -> None:
+    for page in DOC_PAGES:
+        path = REPO / page
+        text = path.read_text()
+        for name, body in blocks.items():
+            text = marked(name).sub(lambda m: m[1] + body + m[3], text)
+        path.write_text(text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"save to {RESULTS.relative_to(REPO)}")
+    parser.add_argument("--docs", action="store_true", help=f"rewrite the plan-numbers blocks of {', '.join(DOC_PAGES)}")
     args = parser.parse_args()
+    if args.docs:
+        write_docs(doc_blocks())
+        return 0
     text = report()
     print(text)
     if args.write:
