@@ -23,6 +23,7 @@ AMD's build tools write something else, and each of those differences is taken f
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -67,27 +68,57 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-stack-tests" / "metadata"
 
 
+def _cached(path: Path, data: bytes) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+    return data
+
+
+def _listed(world: World, wheel: PyPIWheel) -> dict:
+    """PyPI's entry for the wheel, which must carry the sha256 the fixture pins."""
+    listed = {f.get("filename"): f for f in world.files(wheel.project, wheel.version)}
+    entry = listed.get(wheel.file) or {}
+    if (entry.get("digests") or {}).get("sha256") != wheel.sha256:
+        pytest.fail(f"PyPI lists {wheel.file} with sha256 {(entry.get('digests') or {}).get('sha256')}, not "
+                    f"{wheel.sha256}: the fixture's pin in tests/real_metadata.py names another file")
+    return entry
+
+
+def _world() -> World:
+    return World(pypi_url=web.DEFAULT_PYPI_URL, git_base="", raw_base=None, amd_index="", timeout=60)
+
+
 def metadata(wheel: PyPIWheel) -> str:
     """The wheel's .dist-info/METADATA as PyPI serves it (cached by the wheel's sha256)."""
     cached = cache_dir() / f"{wheel.sha256}.METADATA"
     if cached.is_file():
         return cached.read_text(encoding="utf-8")
-    world = World(pypi_url=web.DEFAULT_PYPI_URL, git_base="", raw_base=None, amd_index="", timeout=60)
+    world = _world()
     try:
-        listed = {f.get("filename"): f for f in world.files(wheel.project, wheel.version)}
-        sha256 = ((listed.get(wheel.file) or {}).get("digests") or {}).get("sha256")
-        if sha256 != wheel.sha256:
-            pytest.fail(f"PyPI lists {wheel.file} with sha256 {sha256}, not {wheel.sha256}: the fixture's pin in "
-                        "tests/real_metadata.py names another file")
+        _listed(world, wheel)
         text = world.wheel_metadata(wheel.project, wheel.version, wheel.file).value
     except ReadError as exc:
         pytest.fail(f"cannot read the real METADATA of {wheel.file} from {web.DEFAULT_PYPI_URL} ({exc}): these tests "
                     f"need PyPI once, then read {cached}")
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, cached)
-    return text
+    return _cached(cached, text.encode("utf-8")).decode("utf-8")
+
+
+def wheel_file(wheel: PyPIWheel) -> bytes:
+    """The whole wheel as PyPI serves it, checked against its pinned sha256 and cached by it: for the small wheels
+    whose files, not only METADATA, a test needs (amdsmi's bindings)."""
+    cached = cache_dir().parent / "wheels" / wheel.file
+    if cached.is_file() and hashlib.sha256(cached.read_bytes()).hexdigest() == wheel.sha256:
+        return cached.read_bytes()
+    try:
+        data = web.get(_listed(_world(), wheel)["url"], timeout=120, accept="*/*").body
+    except (ReadError, web.Unreachable, web.HTTPStatus) as exc:
+        pytest.fail(f"cannot download {wheel.file} from {web.DEFAULT_PYPI_URL} ({exc}): these tests need PyPI once, "
+                    f"then read {cached}")
+    if hashlib.sha256(data).hexdigest() != wheel.sha256:
+        pytest.fail(f"PyPI served {wheel.file} with another sha256 than the pinned {wheel.sha256}")
+    return _cached(cached, data)
 
 
 def _split(text: str) -> tuple[list[str], str]:

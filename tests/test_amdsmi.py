@@ -1,34 +1,28 @@
 """recipes/amdsmi built by the orchestrator from a synthetic rocm-sdk-core wheel whose _rocm_sdk_core/share/amd_smi
-holds real amdsmi bindings (PyPI's amdsmi 7.0.2, downloaded once and cached, checked by sha256) and whose
-_rocm_sdk_core/lib holds a stand-in libamd_smi compiled here with cc, exporting every function the real wrapper
+holds real amdsmi bindings (PyPI's amdsmi 7.0.2 through tests/real_metadata.py: downloaded once, cached, checked
+by sha256) and whose _rocm_sdk_core/lib holds a stand-in libamd_smi compiled here with cc, exporting every function the real wrapper
 binds at import (read from that wrapper). Installed beside the rocm-sdk package it needs, `import amdsmi` opens the
 SDK's library with no LD_LIBRARY_PATH or ROCM_PATH, and the bindings as the SDK ships them do not."""
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import re
 import shutil
 import subprocess
 import sys
-import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from prebuilt_helpers import make_index
+from real_metadata import AMDSMI, wheel_file
 from source_helpers import CountingServer
 from stack import install, make_workspace
 from test_rocm_sdk_split import ARCHS, PYTHON_STAND_IN, SITE, _write_lock
 
 REPO = Path(__file__).resolve().parent.parent
-# PyPI's amdsmi 7.0.2 (https://pypi.org/simple/amdsmi/): the newest bindings PyPI has, ROCm 7.0.2's py-interface.
-AMDSMI_WHEEL = ("https://files.pythonhosted.org/packages/2b/cf/bacc741d9926d662e76fd694f5bc63dd4c2471e32cedfb1c3cca7"
-                "e47aa3c/amdsmi-7.0.2-py3-none-any.whl")
-AMDSMI_SHA256 = "db5aa757f8ed82dfd799c4d39e2828542678dc4e485b0ab7fabe5f398fec5652"
-CACHE = Path(os.environ.get("ROCM_STACK_TEST_CACHE") or Path.home() / ".cache" / "rocm-stack-tests")
 # ROCm 7.0.x's library major (the 7.0.2 bindings' own), under rocm-sdk-core's lib/ like libamdhip64.so.7
 LIBRARY = "_rocm_sdk_core/lib/libamd_smi.so.26"
 # What the SDK's share/amd_smi/pyproject.toml says: rocm-systems projects/amdsmi/py-interface/pyproject.toml.in
@@ -62,19 +56,6 @@ build:
 """
 
 
-def real_amdsmi_wheel() -> bytes:
-    path = CACHE / AMDSMI_WHEEL.rsplit("/", 1)[-1]
-    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != AMDSMI_SHA256:
-        try:
-            data = urllib.request.urlopen(AMDSMI_WHEEL, timeout=60).read()
-        except OSError as exc:
-            pytest.skip(f"PyPI's amdsmi 7.0.2 wheel could not be downloaded ({exc}); it is cached in {CACHE} once read")
-        assert hashlib.sha256(data).hexdigest() == AMDSMI_SHA256, "PyPI's amdsmi 7.0.2 wheel changed"
-        CACHE.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    return path.read_bytes()
-
-
 def stand_in_library(wrapper: str, folder: Path) -> bytes:
     """A libamd_smi exporting every function amdsmi_wrapper.py binds at import, each returning
     AMDSMI_STATUS_SUCCESS (0) and writing nothing: amdsmi_init succeeds and no processor is found."""
@@ -91,7 +72,7 @@ def sdk_amd_smi_files(folder: Path) -> dict[str, tuple[bytes, bool]]:
     """rocm-sdk-core's share/amd_smi tree (pyproject.toml, amdsmi/ with its LICENSE) and lib/libamd_smi."""
     tree = "_rocm_sdk_core/share/amd_smi/"
     files = {tree + "pyproject.toml": (PYPROJECT.encode(), False)}
-    with zipfile.ZipFile(io.BytesIO(real_amdsmi_wheel())) as wheel:
+    with zipfile.ZipFile(io.BytesIO(wheel_file(AMDSMI))) as wheel:
         for name in wheel.namelist():
             if name.startswith("amdsmi/") and name.endswith(".py") and name != "amdsmi/setup.py":
                 files[tree + name] = (wheel.read(name), False)
