@@ -138,6 +138,15 @@ def plant_everything(world: World) -> list[str]:
     (elsewhere / "x-1-0.json").write_text(world.credentials.read_text())
     (world.team / "bench" / "gfx90a").symlink_to(elsewhere, target_is_directory=True)
     bad.append("bench/gfx90a")
+    # a lookup folder that is a symlink to a folder outside, holding an entry whose host is the canary
+    packages = json.loads((world.team / "noarch" / "repodata.json").read_text())["packages.conda"]
+    noarch = "noarch/" + next(iter(packages))
+    foreign = world.root / "share" / "foreign"
+    foreign.mkdir()
+    (foreign / f"{noarch.split('/')[1]}.json").write_text(json.dumps(
+        {**world.entry(gfx942), "file": noarch, "arch": "noarch", "host": SECRET}))
+    (world.team / "orchestrate-manifest.d" / "noarch").symlink_to(foreign, target_is_directory=True)
+    bad.append("orchestrate-manifest.d/noarch")
     return bad
 
 
@@ -173,12 +182,12 @@ def test_page_and_verify_read_a_planted_channel_safely(world, capsys):
 def test_a_bench_file_with_50000_results_costs_seconds_and_is_refused(world, capsys):
     document = json.loads(H100_BENCH.read_text())
     result, row = document["speedup"]["results"][0], document["rows"][0]
-    many = {**document, "package": "x-1-0.conda", "subdir": "linux-64",
-            "speedup": {**document["speedup"], "results": [{**result, "dtype": f"t{i}"} for i in range(50_000)]},
-            "rows": [{**row, "dtype": f"t{i}"} for i in range(50_000)]}
+    results = [{**result, "dtype": f"t{i}"} for i in range(50_000)]
+    many = {**document, "package": "x-1-0.conda", "subdir": "linux-64", "rows": [row] * 50_000,
+            "speedup": {**document["speedup"], "results": results}}
     world.plant("bench/gfx942/x-many-1-0.json", many)  # ~20 MB: over the size limit
     compact = {**many, "package": "x-compact-1-0.conda", "rows": [],
-               "speedup": {**many["speedup"], "results": many["speedup"]["results"][:16_000]}}
+               "speedup": {**many["speedup"], "results": results[:16_000]}}
     world.plant("bench/gfx942/x-compact-1-0.json", compact)  # under it: over the results limit
     started = time.monotonic()
     code, out, err = run(capsys, "page", "--workspace", str(REPO), "--channel", str(world.team), "-q")
@@ -231,9 +240,8 @@ def test_an_s3_key_with_dot_dot_is_refused_by_the_cache_and_named_by_verify(worl
     with moto_server() as endpoint:
         client = s3_client(endpoint)
         client.create_bucket(Bucket="team")
-        for path in world.team.rglob("*"):
-            if path.is_file():
-                client.put_object(Bucket="team", Key=f"stack/{path.relative_to(world.team)}", Body=path.read_bytes())
+        for relpath in ("noarch/repodata.json", "linux-64/repodata.json", entry_path(file)):
+            client.put_object(Bucket="team", Key=f"stack/{relpath}", Body=(world.team / relpath).read_bytes())
         client.put_object(Bucket="team", Key=f"stack/{traversal}", Body=payload)  # S3 keeps `..` literally
         client.put_object(Bucket="team", Key=f"stack/{record_path('gfx1151', file)}",
                           Body=encode_record(traversal, payload))
@@ -243,7 +251,7 @@ def test_an_s3_key_with_dot_dot_is_refused_by_the_cache_and_named_by_verify(worl
         reporter = Reporter(quiet=True)
         cache = RemoteCache("s3://team/stack", store, reporter, ["gfx1151", "gfx942", "gfx90a"])
         _keep_cached_benchmarks(cache, Channel(world.victim), ManifestEntry(**world.entry(file)), reporter)
-        code, out, err = run(capsys, "verify", "--workspace", str(REPO), "--from", "s3://team/stack",
+        code, out, err = run(capsys, "verify", "--workspace", str(REPO), "--from", "s3://team/stack", "--quick",
                              "--s3-endpoint-url", endpoint)
     assert code == 1 and "Traceback" not in out + err
     assert shown(record_path("gfx1151", file)) in out

@@ -260,3 +260,37 @@ def test_publish_leaves_out_a_result_the_page_cannot_read_and_names_it(team, tmp
     assert f"{bench_path('gfx1151', file)}, the benchmark result of {file}" in warning
     assert "cannot read it (an item of rows is a string, not an object)" in warning
     assert (target / file).is_file() and not (target / bench_path("gfx1151", file)).exists()
+
+
+def test_publish_to_a_planted_channel_writes_nothing_outside_it_and_copies_nothing_into_it(team, tmp_path):
+    """Issue 31, from the publisher's side: a teammate replaced a lookup entry with a symlink to the publisher's
+    credentials and bench/gfx942 with a symlink to a folder outside the channel (orchestrate-manifest.json not
+    derived yet, so the entries are read one by one). The publish follows neither: it names the folder, puts its
+    own entry in place of the link (not through it), and no canary reaches the manifest or the page."""
+    machines, shared = team
+    workspace, channel, _ = machines["gfx942"]
+    home = tmp_path / "home"
+    home.mkdir()
+    credentials = home / "application_default_credentials.json"
+    credentials.write_text('{"private_key": "CANARY-publish-7f3e"}')
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = tmp_path / "team"
+    shutil.copytree(shared, target)
+    (target / "orchestrate-manifest.json").unlink()
+    file = pytorch_file(channel)
+    entry = target / "orchestrate-manifest.d" / f"{file}.json"
+    entry.unlink()
+    entry.symlink_to(credentials)
+    shutil.rmtree(target / "bench" / "gfx942")
+    (target / "bench" / "gfx942").symlink_to(outside, target_is_directory=True)
+    published = orchestrate("publish", "--workspace", str(workspace), "--channel", str(channel), "--to", target.as_uri())
+    assert published.returncode == 0, published.stderr
+    assert "Traceback" not in published.stdout + published.stderr
+    assert "bench/gfx942" in published.stderr and "symlink" in published.stderr
+    assert list(outside.iterdir()) == [] and credentials.read_text() == '{"private_key": "CANARY-publish-7f3e"}'
+    assert not entry.is_symlink() and json.loads(entry.read_text())["file"] == file
+    for name in ("orchestrate-manifest.json", "channel-page.json", "index.html"):
+        assert "CANARY" not in (target / name).read_text()
+    verified = orchestrate("verify", "--workspace", str(workspace), "--from", target.as_uri())
+    assert verified.returncode == 1 and "bench/gfx942" in verified.stdout, verified.stdout

@@ -102,6 +102,11 @@ def read_lookup(store, known: list[str] | None = None) -> Lookup:
     lookup.in_manifest = set(manifest)
     for relpath in store.list(LOOKUP_DIR) or []:
         if not relpath.endswith(SUFFIX):
+            if ".bench/" not in relpath:  # no lookup entry, no bench record: a symlinked folder is refused here
+                try:
+                    store.size(relpath)
+                except Refused as exc:
+                    lookup.refused.append((relpath, str(exc)))
             continue
         file = relpath[len(LOOKUP_DIR) + 1:-len(SUFFIX)]
         if file in manifest:

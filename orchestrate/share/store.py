@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 
 from ..channel import LockBusy, release_lock, take_lock
 from ..errors import UserError
-from .untrusted import (MAX_INDEX_BYTES, channel_relpath, copy_out, open_file, open_folder, read_in, stat_in,
+from .untrusted import (MAX_INDEX_BYTES, Refused, channel_relpath, copy_out, open_file, open_folder, read_in, stat_in,
                         write_in)
 
 INDEX_LOCK = ".orchestrate-index.lock"
@@ -114,10 +114,13 @@ class FolderStore(Store):
     def list(self, prefix: str) -> list[str]:
         """Files and symlinks (which readers then refuse, naming them) under `prefix`; a symlinked folder is
         listed, never entered."""
+        prefix = prefix.rstrip("/")
         try:
-            os.close(open_folder(self.path, channel_relpath(prefix.rstrip("/")).split("/")))
+            os.close(open_folder(self.path, channel_relpath(prefix).split("/")))
         except (FileNotFoundError, NotADirectoryError):
             return []
+        except Refused:
+            return [prefix]  # a symlink on the way: never entered; a reader of it refuses it, naming it
         return sorted(str(p.relative_to(self.path)) for p in (self.path / prefix).rglob("*")
                       if (p.is_symlink() or p.is_file()) and not p.name.startswith("."))
 

@@ -317,11 +317,11 @@ def iso_time(value, where: str) -> str | None:
     return value
 
 
-def text(value, where: str, limit: int = MAX_TEXT_CHARS) -> str:
-    """A string without control characters, at most `limit` long."""
+def text(value, where: str, limit: int = MAX_TEXT_CHARS, lines: bool = False) -> str:
+    """A string without control characters (but tabs and newlines where `lines`), at most `limit` long."""
     if not isinstance(value, str):
         raise Refused(f"{where} is {_kind(value)}, not a string")
-    if len(value) > limit or any(ord(c) < 32 and c not in "\t\n" for c in value):
+    if len(value) > limit or any((ord(c) < 32 or c == "\x7f") and not (lines and c in "\t\n") for c in value):
         raise Refused(f"{where} is over {limit} characters long, or holds control characters")
     return value
 
@@ -363,7 +363,7 @@ def check_entry(raw, file: str, where: str, known: list[str] | None) -> Manifest
     package_file(file)
     for key in ("name", "version", "build", "slot", "source", "host"):
         if key in raw:
-            text(raw[key], f"{where}: {key}", 256)
+            text(raw[key], f"{where}: {key}", MAX_PATH_CHARS)
     if not PACKAGE_NAME.match(raw["name"]):
         raise Refused(f"{where}: name is not a package name")
     check_arch(raw["arch"], where, known)

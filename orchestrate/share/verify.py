@@ -21,15 +21,15 @@ from typing import Callable
 from pathlib import Path
 
 from ..architectures import ArchitectureTable
-from ..channel import PACKAGE_SUFFIXES, SUBDIRS, Channel
+from ..channel import LOOKUP_DIR, PACKAGE_SUFFIXES, SUBDIRS, Channel
 from ..errors import UserError
 from ..options import find_workspace
 from ..ui import Reporter
-from .bench import all_records, channel_documents, package_of_record, read_record, sha256_bytes
+from .bench import BENCH_DIR, all_records, channel_documents, package_of_record, read_record, sha256_bytes
 from .lookup import read_index, read_lookup
 from .page.model import unreadable
-from .store import Store
-from .untrusted import MAX_JSON_BYTES, Refused, json_object, shown
+from .store import FolderStore, Store
+from .untrusted import MAX_JSON_BYTES, Refused, channel_relpath, json_object, shown
 
 INDEX = "repodata.json"
 PROBLEMS_EXIT = 1
@@ -184,6 +184,7 @@ def verify(store: Store, local: bool, quick: bool = False, known: list[str] | No
                 file, "wrong-entry", f"the build-cache lookup records sha256 {str(entry.get('sha256'))[:12]}…, "
                 f"the index {str(listed[file].get('sha256'))[:12]}…", fixes.wrong_entry(file)))
     _check_benches(store, quick, fixes, result, listed, known)
+    _check_paths(store, fixes, result)
     if quick:
         result.notes.append("--quick: sizes compared, sha256 not")
     return result
@@ -242,6 +243,22 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
         else:
             result.notes.append(f"{bench} is a benchmark result no record in orchestrate-manifest.d/ names (a write "
                                 f"stopped between the two): {fixes.unrecorded(bench)}")
+
+
+def _check_paths(store: Store, fixes: Fixes, result: Verification) -> None:
+    """Every file the channel lists that no reader takes: a symlink (on a folder; never followed), or a name
+    with `..` or a control character (an S3 key may hold them literally). One line each, unless named above."""
+    named = {p.file for p in result.problems}
+    for prefix in (*SUBDIRS, LOOKUP_DIR, BENCH_DIR):
+        for relpath in store.list(prefix) or []:
+            try:
+                channel_relpath(relpath)
+                if isinstance(store, FolderStore) and (store.path / relpath).is_symlink():
+                    raise Refused(f"{shown(relpath)}: a symlink (a channel's files are never followed through one)")
+            except Refused as exc:
+                if relpath not in named:
+                    named.add(relpath)
+                    result.problems.append(Problem(relpath, "refused", str(exc), fixes.forget(relpath)))
 
 
 def _unreadable(data: bytes, bench: str) -> str | None:
