@@ -37,10 +37,13 @@ def write_page(store: Store, variants_dir: Path, config: dict, channel_url: str 
         from .page import build_page
 
         table = ArchitectureTable.load(variants_dir)
+        pages: dict[str, bytes] = {}
 
         def make(name: str) -> bytes:
-            pages = build_page(store, table, channel_url=channel_url, config=config,
-                               generated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            # made once per attempt at the data file; the page beside it shows the same data (not made twice)
+            if name == PAGE_FILES[0] or not pages:
+                pages.update(build_page(store, table, channel_url=channel_url, config=config,
+                                        generated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
             if not isinstance(pages.get(name), bytes):
                 raise ValueError(f"the page builder gave no {name}")
             return pages[name]
