@@ -227,13 +227,30 @@ def test_recovery_removes_bench_and_page_copies_a_killed_local_write_left_staged
 
 
 def test_a_machine_taking_packages_from_the_team_channel_takes_their_benchmarks_too(team, tmp_path):
+    """...and nothing else: a teammate planted a record whose result is `bench/evil/../../../home/.bashrc` (from
+    the team folder a file they wrote; from this machine's channel, its ~/.bashrc). It is refused, named, and
+    the build goes on."""
+    from orchestrate.share.bench import encode_record
+
     machines, shared = team
     workspace, channel, _ = machines["gfx942"]
+    planted = tmp_path / "mnt" / "team"
+    shutil.copytree(shared, planted)
+    payload = b"touch PWNED\n"
+    (tmp_path / "mnt" / "home").mkdir()
+    (tmp_path / "mnt" / "home" / ".bashrc").write_bytes(payload)
+    (tmp_path / "home").mkdir()
+    bashrc = tmp_path / "home" / ".bashrc"
+    bashrc.write_text("# the victim's own\n")
+    evil_record = record_path("gfx1100", pytorch_file(channel))
+    (planted / evil_record).write_bytes(encode_record("bench/evil/../../../home/.bashrc", payload))
     fresh = tmp_path / "fresh"
     result = orchestrate("build-all", "--workspace", str(workspace), "--channel", str(fresh), "--arch", "gfx942",
-                         "--no-tests", "-q", "--cache-channel", shared.as_uri())
+                         "--no-tests", "-q", "--cache-channel", planted.as_uri())
     assert result.returncode == 0, result.stderr
     assert "10 from cache" in result.stdout
+    assert bashrc.read_text() == "# the victim's own\n" and "Traceback" not in result.stdout + result.stderr
+    assert evil_record in result.stderr
     bench = bench_path("gfx942", pytorch_file(channel))
     assert (fresh / bench).read_bytes() == (shared / bench).read_bytes()
     assert "gfx942" in (fresh / "index.html").read_text()

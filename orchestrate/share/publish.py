@@ -31,7 +31,7 @@ from .lookup import (Lookup, encode_entry, encode_manifest, entry_path, manifest
                      read_lookup)
 from .page.model import unreadable
 from .targets import FolderStore, PackageServer, Store, parse_target
-from .untrusted import Refused, json_object
+from .untrusted import MAX_JSON_BYTES, Refused, json_object
 
 INDEX_ATTEMPTS = 3  # indexes in a row that may each miss our packages before the publish gives up
 
@@ -276,7 +276,7 @@ def _place_bench(bench: Bench, store: Store, placed: Placed) -> None:
     stands = bench.data
     if not store.create(bench.path, data=bench.data):
         try:
-            there = store.read(bench.path)
+            there = store.read(bench.path, limit=MAX_JSON_BYTES)
             whole = there is not None and json_object(there, bench.path) is not None
         except Refused:
             there, whole = None, False  # a symlink, or too large or deep: ours replaces it (the link, not its target)

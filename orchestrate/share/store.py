@@ -199,7 +199,11 @@ class FolderStore(Store):
             write_in(self.path, relpath, data, local, staged_suffix=STAGED_SUFFIX, unique=unique_suffix())
 
     def update(self, relpath: str, change: Callable[[bytes | None], bytes]) -> None:
-        self.replace(relpath, data=change(self.read(relpath)))
+        try:
+            current = self.read(relpath)
+        except Refused:  # a symlink planted in its place (or a file over the limit): replaced, never followed
+            current = None
+        self.replace(relpath, data=change(current))
 
     def index(self, force: bool = False) -> None:
         from rattler.index import index_fs
