@@ -24,6 +24,7 @@ from .. import stops
 from ..channel import Channel
 from ..errors import UserError
 from ..ui import Reporter
+from .untrusted import bad_characters
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -42,7 +43,7 @@ class ChannelRequestHandler(SimpleHTTPRequestHandler):
             decoded = urllib.parse.unquote(path, errors="strict")
         except UnicodeDecodeError:
             return 400
-        if any(ord(c) < 32 or c == "\x7f" for c in decoded):
+        if bad_characters(decoded):
             return 400
         if any(part.startswith(".") for part in posixpath.normpath(decoded).split("/")):
             return 404

@@ -75,6 +75,11 @@ def page_problem(relpath: str, why: str, hide: bool = False) -> str:
     return why
 
 
+def bad_characters(text: str) -> bool:
+    """Whether a path holds a NUL, another control character or a backslash: never in a channel's paths."""
+    return any(ord(c) < 32 or c in "\x7f\\" for c in text)
+
+
 # -- paths ----------------------------------------------------------------------------------------------------
 def channel_relpath(relpath) -> str:
     """`relpath` when it names a file inside a channel; else Refused."""
@@ -82,7 +87,7 @@ def channel_relpath(relpath) -> str:
         raise Refused(f"{shown(str(relpath))}: not a path")
     if len(relpath) > MAX_PATH_CHARS:
         raise Refused(f"{shown(relpath[:80])}…: a path of over {MAX_PATH_CHARS} characters")
-    if any(ord(c) < 32 or c in "\x7f\\" for c in relpath):
+    if bad_characters(relpath):
         raise Refused(f"{shown(relpath)}: a control character or backslash in a path")
     if relpath.startswith("/") or any(part in ("", ".", "..") for part in relpath.split("/")):
         raise Refused(f"{shown(relpath)}: an absolute path, or one with an empty, `.` or `..` part")
