@@ -315,3 +315,15 @@ def test_serve_logs_a_client_that_goes_away_in_one_line(served, capsys):
     text = out.out + out.err
     assert "Traceback" not in text
     assert "went away" in text
+
+
+def test_the_reference_states_the_limits_the_reader_applies():
+    from orchestrate.share import untrusted
+
+    reference = (REPO / "docs" / "reference.md").read_text()
+    for constant, words in (("MAX_JSON_BYTES", f"{untrusted.MAX_JSON_BYTES >> 20} MiB (`MAX_JSON_BYTES`)"),
+                            ("MAX_INDEX_BYTES", f"{untrusted.MAX_INDEX_BYTES >> 20} MiB (`MAX_INDEX_BYTES`)"),
+                            ("MAX_JSON_DEPTH", f"{untrusted.MAX_JSON_DEPTH} levels (`MAX_JSON_DEPTH`)"),
+                            ("MAX_BENCH_RESULTS", f"{untrusted.MAX_BENCH_RESULTS} (`MAX_BENCH_RESULTS`")):
+        assert words in reference, f"docs/reference.md does not say {constant} is {words}"
+    assert f"{untrusted.MAX_INT_DIGITS} digits" in reference and f"{untrusted.MAX_PATH_CHARS} characters" in reference

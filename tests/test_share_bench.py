@@ -311,3 +311,13 @@ def test_publish_to_a_planted_channel_writes_nothing_outside_it_and_copies_nothi
         assert "CANARY" not in (target / name).read_text()
     verified = orchestrate("verify", "--workspace", str(workspace), "--from", target.as_uri())
     assert verified.returncode == 1 and "bench/gfx942" in verified.stdout, verified.stdout
+    # the lookup folder itself a symlink to a folder outside (its packages recorded in the manifest already):
+    # the records that would go there are named and left out, nothing is written through it
+    elsewhere = tmp_path / "team-lookup"
+    shutil.copytree(shared, elsewhere)
+    shutil.rmtree(elsewhere / "orchestrate-manifest.d" / "linux-64")
+    (elsewhere / "orchestrate-manifest.d" / "linux-64").symlink_to(outside, target_is_directory=True)
+    again = orchestrate("publish", "--workspace", str(workspace), "--channel", str(channel), "--to", elsewhere.as_uri())
+    assert again.returncode == 0 and "Traceback" not in again.stdout + again.stderr, again.stderr
+    assert "orchestrate-manifest.d/linux-64" in again.stderr and "remove that" in again.stderr
+    assert list(outside.iterdir()) == []

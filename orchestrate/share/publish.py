@@ -206,8 +206,7 @@ def _publish_to_store(channel: Channel, entries: list[ManifestEntry], benches: d
             try:
                 _place_bench(bench, store, placed)
             except Refused as exc:  # e.g. a symlink planted where the result goes: never written through
-                reporter.error(f"warning: not publishing {bench.path}: {exc}; remove that from {store.url}, then "
-                               "publish again")
+                reporter.error(f"warning: the benchmark result {bench.path} is not published ({exc})")
     with store.exclusive(f"orchestrate publish of {len(entries)} package(s)", reporter.info):
         store.tidy()
         repaired = _repair(channel, placed, store)

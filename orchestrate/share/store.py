@@ -153,6 +153,8 @@ class FolderStore(Store):
     def _writing(self, relpath: str, doing: str):
         try:
             yield
+        except Refused as exc:  # a symlink planted on the way: nothing is written through it
+            raise Refused(f"not writing {exc}: remove that from {self.path}, then publish again") from None
         except OSError as exc:
             raise UserError(f"{doing} {relpath} in {self.path} failed ({exc.strerror or exc}): "
                             "fix the folder's permissions or free space, then publish again") from None
