@@ -128,7 +128,8 @@ def plant_everything(world: World) -> list[str]:
     pytorch_stem = stem(gfx942)
     bad.append(f"bench/gfx942$(touch {PAYLOAD})/{pytorch_stem}.json")
     world.plant(bad[-1], (world.team / bench_path("gfx942", gfx942)).read_bytes())
-    # 6 KB of nesting as a lookup entry, a bench record and a bench document
+    # 6 KB of nesting as the manifest, a lookup entry, a bench record and a bench document
+    bad.append(world.plant("orchestrate-manifest.json", NESTED).relative_to(world.team).as_posix())
     bad.append(world.plant(entry_path("linux-64/nested-1-0.conda"), NESTED).relative_to(world.team).as_posix())
     bad.append(world.plant(record_path("gfx1151", gfx1151), NESTED).relative_to(world.team).as_posix())
     bad.append(world.plant("bench/gfx1151/nested-1-0.json", NESTED).relative_to(world.team).as_posix())

@@ -23,17 +23,12 @@ from typing import Callable, Iterator
 from ..channel import LockBusy, release_lock, take_lock
 from ..errors import UserError
 from .untrusted import (MAX_INDEX_BYTES, Refused, channel_relpath, copy_out, open_file, open_folder, read_in, stat_in,
-                        write_in)
+                        unique_suffix, write_in)
 
 INDEX_LOCK = ".orchestrate-index.lock"
 LOCK_WAIT_S = 600  # indexing a large channel takes a while; a publisher waits this long for another one
 STAGED_SUFFIX = ".incoming"
 STALE_STAGED_S = 24 * 3600  # a private copy untouched this long belongs to a publish that was killed
-
-
-def unique_suffix() -> str:
-    """A name part that no other process, here or on another machine, uses at the same time."""
-    return f"{socket.gethostname()}-{os.getpid()}-{time.monotonic_ns()}"
 
 
 class Store:
@@ -162,8 +157,7 @@ class FolderStore(Store):
     def create(self, relpath: str, local: Path | None = None, data: bytes | None = None) -> bool:
         with self._writing(relpath, "writing"):
             try:
-                return write_in(self.path, relpath, data, local, create_only=True, staged_suffix=STAGED_SUFFIX,
-                                unique=unique_suffix())
+                return write_in(self.path, relpath, data, local, create_only=True, staged_suffix=STAGED_SUFFIX)
             except OSError as exc:
                 if exc.errno in (errno.EPERM, errno.EOPNOTSUPP):  # a filesystem without hard links
                     raise UserError(f"target folder {self.path} does not support hard links, which publishing "
@@ -198,7 +192,7 @@ class FolderStore(Store):
     def replace(self, relpath: str, local: Path | None = None, data: bytes | None = None) -> None:
         self._require_lock(relpath)
         with self._writing(relpath, "writing"):
-            write_in(self.path, relpath, data, local, staged_suffix=STAGED_SUFFIX, unique=unique_suffix())
+            write_in(self.path, relpath, data, local, staged_suffix=STAGED_SUFFIX)
 
     def update(self, relpath: str, change: Callable[[bytes | None], bytes]) -> None:
         try:

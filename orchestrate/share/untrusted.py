@@ -1,6 +1,7 @@
 """The one reader (and writer) of what a channel holds. A shared channel is written by every teammate and every CI
 job that holds its token, so all it holds is untrusted input (docs/sharing.md, "What a reader of a channel can
-trust"); `build-all --cache-channel`, `publish`, `page`, `verify` and `serve` read it through here only.
+trust"); `build-all --cache-channel`, `publish`, `page` and `verify` read it through here only, and `serve` asks
+`bad_characters` what a bad path is.
 
 - paths: a path that channel data names (a record's `bench`, a lookup entry's `file`, a listed S3 key, a folder
   name) is relative, inside the channel, and free of `..`, absolute parts, control characters and backslashes
@@ -25,7 +26,9 @@ import math
 import os
 import re
 import shutil
+import socket
 import stat
+import time
 import urllib.parse
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -58,12 +61,6 @@ def shown(relpath: str) -> str:
     in a name never reaches a terminal or a log as such)."""
     text = str(relpath)
     return text if PLAIN_PATH.match(text) else urllib.parse.quote(text, safe="/._-+=@,~")
-
-
-def page_name(relpath: str) -> str:
-    """A channel-named path for the page: as it is when plain, else a description (`verify` names it)."""
-    text = str(relpath)
-    return text if PLAIN_PATH.match(text) and ".." not in text.split("/") else "a file with an unsafe name"
 
 
 def page_problem(relpath: str, why: str, hide: bool = False) -> str:
@@ -191,8 +188,13 @@ def stat_in(root: Path, relpath: str) -> os.stat_result | None:
         os.close(fd)
 
 
+def unique_suffix() -> str:
+    """A name part that no other process, here or on another machine, uses at the same time."""
+    return f"{socket.gethostname()}-{os.getpid()}-{time.monotonic_ns()}"
+
+
 def write_in(root: Path, relpath: str, data: bytes | None = None, local: Path | None = None,
-             create_only: bool = False, staged_suffix: str = ".incoming", unique: str = "") -> bool:
+             create_only: bool = False, staged_suffix: str = ".incoming") -> bool:
     """THE write into a channel or workspace folder: `data` (or a copy of `local`) as root/relpath, replaced
     whole (a rename: readers see the old file or the new one), or `create_only` (a hard link: never overwrites;
     False, and nothing written, when the name is taken). Every folder on the way is made or opened without
@@ -201,7 +203,7 @@ def write_in(root: Path, relpath: str, data: bytes | None = None, local: Path | 
     parts = channel_relpath(relpath).split("/")
     name = parts[-1]
     folder = open_folder(Path(root), parts[:-1], create=True)
-    staged = f".{name}.{unique or os.getpid()}{staged_suffix}"
+    staged = f".{name}.{unique_suffix()}{staged_suffix}"  # a private copy, renamed or linked into place
     try:
         fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666, dir_fd=folder)
         try:
@@ -322,11 +324,11 @@ def iso_time(value, where: str) -> str | None:
     return value
 
 
-def text(value, where: str, limit: int = MAX_TEXT_CHARS, lines: bool = False) -> str:
-    """A string without control characters (but tabs and newlines where `lines`), at most `limit` long."""
+def text(value, where: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """A string without control characters, at most `limit` long."""
     if not isinstance(value, str):
         raise Refused(f"{where} is {_kind(value)}, not a string")
-    if len(value) > limit or any((ord(c) < 32 or c == "\x7f") and not (lines and c in "\t\n") for c in value):
+    if len(value) > limit or any(ord(c) < 32 or c == "\x7f" for c in value):
         raise Refused(f"{where} is over {limit} characters long, or holds control characters")
     return value
 

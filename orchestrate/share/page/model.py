@@ -16,12 +16,11 @@ from rocm_stack_check import REGRESSION_THRESHOLD
 from ..bench import channel_documents, stem
 from ..consumer import channel_for_pixi, render_manifest
 from ..lookup import read_index, read_lookup
-from ..untrusted import MAX_BENCH_RESULTS, Refused, iso_time, number, page_problem
+from ..untrusted import MAX_BENCH_RESULTS, NOARCH, Refused, iso_time, number, page_problem
 
 SCHEMA = "rocm-stack/channel-page/2"  # 2: checks[] and bench.series[] per tested package
 BENCH_SCHEMA = "rocm-stack-check/bench/1"
 CHECK_SCHEMA = "rocm-stack-check/check/1"
-NOARCH = "noarch"
 # Shown where the page does not know the channel's address (a local channel nobody serves yet).
 PLACEHOLDER_URL = "https://your-server/rocm-stack"
 STACK_PACKAGE = "rocm-stack"
