@@ -21,7 +21,7 @@ from pathlib import Path
 from ..benchlog import architecture_of
 from ..channel import LOOKUP_DIR, PACKAGE_SUFFIXES, ManifestEntry
 from .store import Store
-from .untrusted import Refused, check_arch, check_record, json_object, read_json, write_in
+from .untrusted import Refused, check_arch, check_record, json_object, read_json, shown, write_in
 
 BENCH_DIR = "bench"
 RECORD_SUFFIX = ".record"
@@ -161,7 +161,7 @@ def channel_documents(store: Store, known: list[str] | None) -> list[tuple[str, 
             if len(parts) != 3 or not parts[2].endswith(".json"):
                 store.size(relpath)  # not a result; a symlink (to a file or a folder) is refused all the same
                 continue
-            check_arch(parts[1], f"{BENCH_DIR}/{parts[2]}", known, noarch=False)
+            check_arch(parts[1], shown(relpath), known, noarch=False)
             found.append((relpath, parts[1], read_json(store, relpath), None))
         except Refused as exc:
             found.append((relpath, parts[1] if len(parts) > 1 else "", None, str(exc)))

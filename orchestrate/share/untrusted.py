@@ -63,6 +63,12 @@ def shown(relpath: str) -> str:
     return text if PLAIN_PATH.match(text) else urllib.parse.quote(text, safe="/._-+=@,~")
 
 
+def why_of(refusal, relpath: str) -> str:
+    """A Refused message without the path it opens with, for a line that names the file already."""
+    why, prefix = str(refusal), f"{shown(relpath)}: "
+    return why[len(prefix):] if why.startswith(prefix) else why
+
+
 def page_problem(relpath: str, why: str, hide: bool = False) -> str:
     """A line for the page's list of refused files: the reason as it is where the file's name is plain (and not
     `hide`: a folder named like no architecture), else only that it was refused; `verify` names it and why."""

@@ -21,7 +21,7 @@ from typing import Callable
 from pathlib import Path
 
 from ..architectures import ArchitectureTable
-from ..channel import LOOKUP_DIR, PACKAGE_SUFFIXES, SUBDIRS, Channel
+from ..channel import LOOKUP_DIR, MANIFEST, PACKAGE_SUFFIXES, SUBDIRS, Channel
 from ..errors import UserError
 from ..options import find_workspace
 from ..ui import Reporter
@@ -29,7 +29,7 @@ from .bench import BENCH_DIR, all_records, channel_documents, package_of_record,
 from .lookup import read_index, read_lookup
 from .page.model import unreadable
 from .store import FolderStore, Store
-from .untrusted import MAX_JSON_BYTES, Refused, channel_relpath, json_object, shown
+from .untrusted import MAX_JSON_BYTES, Refused, channel_relpath, json_object, shown, why_of
 
 INDEX = "repodata.json"
 PROBLEMS_EXIT = 1
@@ -119,6 +119,11 @@ class Fixes:
         return (f"copy it back from a channel it was published to, or remove {record} to forget the result; "
                 "the package's next build measures it again")
 
+    def refused_entry(self, file: str) -> str:
+        where = "" if self.local else " there"
+        return (f"remove {shown(file)}{where}; publishing the package again from the machine that built it writes "
+                "its entry again")
+
     def forget(self, *files: str) -> str:
         where = "" if self.local else " there"
         return f"remove {' and '.join(shown(f) for f in files)}{where} to forget it"
@@ -150,13 +155,13 @@ def verify(store: Store, local: bool, quick: bool = False, known: list[str] | No
                         f"{'--channel folder' if local else '--from URL'}")
     for relpath, why in refused_records:
         kind = "damaged-index" if relpath in damaged_indexes else "refused-index-record"
-        result.problems.append(Problem(relpath, kind, f"refused: {why}", fixes.damaged_index()))
+        result.problems.append(Problem(relpath, kind, refused(why, relpath), fixes.damaged_index()))
     for file, record in sorted(listed.items()):
         result.packages += 1
         try:
             _check_package(store, file, record, quick, fixes, result)
         except Refused as exc:
-            result.problems.append(Problem(file, "refused", str(exc), fixes.forget(file)))
+            result.problems.append(Problem(file, "refused", refused(exc, file), fixes.forget(file)))
     # a subdir whose index does not parse: every file in it would be "unlisted"; its one line says it all
     unreadable = {p.file.split("/")[0] for p in result.problems if p.kind == "damaged-index"}
     for subdir in sorted(set(SUBDIRS) - unreadable):
@@ -171,7 +176,8 @@ def verify(store: Store, local: bool, quick: bool = False, known: list[str] | No
                 result.problems.append(Problem(relpath, "unlisted", f"not listed in {subdir}/{INDEX}",
                                                fixes.unlisted(relpath)))
     for relpath, why in lookup.refused:
-        result.problems.append(Problem(relpath, "damaged-lookup", f"refused: {why}", fixes.damaged_lookup()))
+        result.problems.append(Problem(relpath, "damaged-lookup", refused(why, relpath),
+                                       fixes.damaged_lookup() if relpath == MANIFEST else fixes.refused_entry(relpath)))
     for file, entry in sorted(lookup.entries.items()):
         result.entries += 1
         if file.split("/")[0] in unreadable:
@@ -203,7 +209,7 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
         try:
             record = read_record(store, relpath, known)
         except Refused as exc:
-            result.problems.append(Problem(relpath, "damaged-bench-record", f"refused: {exc}",
+            result.problems.append(Problem(relpath, "damaged-bench-record", refused(exc, relpath),
                                            fixes.forget(relpath)))
             continue
         bench = record["bench"]
@@ -215,7 +221,7 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
             size = store.size(bench)
             data = store.read(bench, limit=MAX_JSON_BYTES) if size is not None and not quick else None
         except Refused as exc:
-            result.problems.append(Problem(bench, "damaged-bench", f"refused: {exc}", fixes.bench(relpath, package)))
+            result.problems.append(Problem(bench, "damaged-bench", refused(exc, bench), fixes.bench(relpath, package)))
             continue
         if size is None:
             result.problems.append(Problem(bench, "missing-bench", f"the benchmark result of {package} that "
@@ -230,10 +236,10 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
             elif why := _unreadable(data, bench):
                 result.problems.append(Problem(bench, "damaged-bench", f"the channel page cannot read it ({why})",
                                                fixes.bench(relpath, package)))
-    for bench, _arch, document, refused in channel_documents(store, known):
-        if refused:
+    for bench, _arch, document, why_not in channel_documents(store, known):
+        if why_not:
             if bench not in {p.file for p in result.problems}:  # its record's check named it already
-                result.problems.append(Problem(bench, "damaged-bench", f"refused: {refused}", fixes.forget(bench)))
+                result.problems.append(Problem(bench, "damaged-bench", refused(why_not, bench), fixes.forget(bench)))
             continue
         if bench in recorded:
             continue
@@ -243,6 +249,11 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
         else:
             result.notes.append(f"{bench} is a benchmark result no record in orchestrate-manifest.d/ names (a write "
                                 f"stopped between the two): {fixes.unrecorded(bench)}")
+
+
+def refused(why, file: str) -> str:
+    """A reader's refusal as a problem's detail: the line already starts with the file."""
+    return "refused: " + why_of(why, file)
 
 
 def _check_paths(store: Store, fixes: Fixes, result: Verification) -> None:
@@ -258,7 +269,7 @@ def _check_paths(store: Store, fixes: Fixes, result: Verification) -> None:
             except Refused as exc:
                 if relpath not in named:
                     named.add(relpath)
-                    result.problems.append(Problem(relpath, "refused", str(exc), fixes.forget(relpath)))
+                    result.problems.append(Problem(relpath, "refused", refused(exc, relpath), fixes.forget(relpath)))
 
 
 def _unreadable(data: bytes, bench: str) -> str | None:

@@ -16,7 +16,7 @@ from rocm_stack_check import REGRESSION_THRESHOLD
 from ..bench import channel_documents, stem
 from ..consumer import channel_for_pixi, render_manifest
 from ..lookup import read_index, read_lookup
-from ..untrusted import MAX_BENCH_RESULTS, NOARCH, Refused, iso_time, number, page_problem
+from ..untrusted import MAX_BENCH_RESULTS, NOARCH, Refused, iso_time, number, page_problem, why_of
 
 SCHEMA = "rocm-stack/channel-page/2"  # 2: checks[] and bench.series[] per tested package
 BENCH_SCHEMA = "rocm-stack-check/bench/1"
@@ -186,7 +186,7 @@ def read_documents(store, table: ArchitectureTable, listed: dict, problems: list
         seen, why = (None, refused) if refused else _read(relpath, document)
         if seen is None:
             problems.append(page_problem(relpath, f"{relpath} is not a rocm-stack-check document this page can read "
-                                                  f"({why[:160]}): `orchestrate verify` names the fix",
+                                                  f"({why_of(why, relpath)[:160]}): `orchestrate verify` names the fix",
                                          hide=arch not in known))
         elif f"{seen['subdir']}/{seen['package']}" in listed:
             found.setdefault(arch, []).append(seen)
