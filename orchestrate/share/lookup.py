@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass, field
 
 from ..channel import LOOKUP_DIR, MANIFEST, SUBDIRS, ManifestEntry
-from .untrusted import (MAX_INDEX_BYTES, Refused, check_entry, hex_or_none, json_object, number, package_file,
-                        read_json, shown, text, timestamp)
+from .untrusted import (LATEST_TIME, MAX_INDEX_BYTES, Refused, check_entry, hex_or_none, json_object, number,
+                        package_file, read_json, shown, text, timestamp)
 
 SUFFIX = ".json"
 
@@ -128,7 +128,9 @@ def check_index_record(record, where: str) -> dict:
         text(record.get(key), f"{where}: {key}", 256)
     hex_or_none(record.get("sha256"), f"{where}: sha256")
     number(record.get("size"), f"{where}: size")
-    timestamp(record.get("timestamp"), f"{where}: timestamp", scale=1000)
+    stamp = record.get("timestamp")  # milliseconds; seconds in packages from old conda-build versions
+    seconds = isinstance(stamp, (int, float)) and 0 < stamp < LATEST_TIME
+    timestamp(stamp, f"{where}: timestamp", scale=1 if seconds else 1000)
     if not isinstance(record.get("depends", []), list):
         raise Refused(f"{where}: depends is not a list")
     return record

@@ -262,6 +262,8 @@ def _check_paths(store: Store, fixes: Fixes, result: Verification) -> None:
     named = {p.file for p in result.problems}
     for prefix in (*SUBDIRS, LOOKUP_DIR, BENCH_DIR):
         for relpath in store.list(prefix) or []:
+            if relpath.endswith("/"):
+                continue  # an S3 console's empty "folder" object: nothing reads it
             try:
                 channel_relpath(relpath)
                 if isinstance(store, FolderStore) and (store.path / relpath).is_symlink():
