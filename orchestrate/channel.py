@@ -405,7 +405,7 @@ def take_lock(path: Path, holder: str, wait_s: float = 0.0) -> int:
     The kernel releases a flock when its process ends, however it ends, so a killed holder never leaves a
     stale lock behind. On NFS, Linux maps flock to the server's byte-range locks (NLM, NFSv4), which the
     server releases when a dead client's lease runs out. Raises LockBusy with the recorded holder."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)  # a planted symlink is refused (ELOOP)
     deadline = time.monotonic() + wait_s
     while True:
         try:

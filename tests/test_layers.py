@@ -37,7 +37,7 @@ LAYERS = {
     # Work: build one package, keep the channel, explain a failure, store a shared channel
     "builder": WORK, "benchlog": WORK, "channel": WORK, "diagnose": WORK, "graph": WORK, "estimates": WORK,
     "share.targets": WORK, "share.store": WORK, "share.s3": WORK, "share.credentials": WORK, "share.lookup": WORK,
-    "share.bench": WORK, "release_files": WORK,
+    "share.bench": WORK, "share.untrusted": WORK, "release_files": WORK,
     # Declarations: what recipes and tables declare, rendered
     "recipes": DECLARATIONS, "prebuilt": DECLARATIONS, "architectures": DECLARATIONS, "upstreams": DECLARATIONS,
     "sources": DECLARATIONS, "imports": DECLARATIONS, "pypi_table": DECLARATIONS, "input_hash": DECLARATIONS,

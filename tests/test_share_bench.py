@@ -227,13 +227,30 @@ def test_recovery_removes_bench_and_page_copies_a_killed_local_write_left_staged
 
 
 def test_a_machine_taking_packages_from_the_team_channel_takes_their_benchmarks_too(team, tmp_path):
+    """...and nothing else: a teammate planted a record whose result is `bench/evil/../../../home/.bashrc` (from
+    the team folder a file they wrote; from this machine's channel, its ~/.bashrc). It is refused, named, and
+    the build goes on."""
+    from orchestrate.share.bench import encode_record
+
     machines, shared = team
     workspace, channel, _ = machines["gfx942"]
+    planted = tmp_path / "mnt" / "team"
+    shutil.copytree(shared, planted)
+    payload = b"touch PWNED\n"
+    (tmp_path / "mnt" / "home").mkdir()
+    (tmp_path / "mnt" / "home" / ".bashrc").write_bytes(payload)
+    (tmp_path / "home").mkdir()
+    bashrc = tmp_path / "home" / ".bashrc"
+    bashrc.write_text("# the victim's own\n")
+    evil_record = record_path("gfx1100", pytorch_file(channel))
+    (planted / evil_record).write_bytes(encode_record("bench/evil/../../../home/.bashrc", payload))
     fresh = tmp_path / "fresh"
     result = orchestrate("build-all", "--workspace", str(workspace), "--channel", str(fresh), "--arch", "gfx942",
-                         "--no-tests", "-q", "--cache-channel", shared.as_uri())
+                         "--no-tests", "-q", "--cache-channel", planted.as_uri())
     assert result.returncode == 0, result.stderr
     assert "10 from cache" in result.stdout
+    assert bashrc.read_text() == "# the victim's own\n" and "Traceback" not in result.stdout + result.stderr
+    assert evil_record in result.stderr
     bench = bench_path("gfx942", pytorch_file(channel))
     assert (fresh / bench).read_bytes() == (shared / bench).read_bytes()
     assert "gfx942" in (fresh / "index.html").read_text()
@@ -260,3 +277,47 @@ def test_publish_leaves_out_a_result_the_page_cannot_read_and_names_it(team, tmp
     assert f"{bench_path('gfx1151', file)}, the benchmark result of {file}" in warning
     assert "cannot read it (an item of rows is a string, not an object)" in warning
     assert (target / file).is_file() and not (target / bench_path("gfx1151", file)).exists()
+
+
+def test_publish_to_a_planted_channel_writes_nothing_outside_it_and_copies_nothing_into_it(team, tmp_path):
+    """Issue 31, from the publisher's side: a teammate replaced a lookup entry with a symlink to the publisher's
+    credentials and bench/gfx942 with a symlink to a folder outside the channel (orchestrate-manifest.json not
+    derived yet, so the entries are read one by one). The publish follows neither: it names the folder, puts its
+    own entry in place of the link (not through it), and no canary reaches the manifest or the page."""
+    machines, shared = team
+    workspace, channel, _ = machines["gfx942"]
+    home = tmp_path / "home"
+    home.mkdir()
+    credentials = home / "application_default_credentials.json"
+    credentials.write_text('{"private_key": "CANARY-publish-7f3e"}')
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = tmp_path / "team"
+    shutil.copytree(shared, target)
+    (target / "orchestrate-manifest.json").unlink()
+    file = pytorch_file(channel)
+    entry = target / "orchestrate-manifest.d" / f"{file}.json"
+    entry.unlink()
+    entry.symlink_to(credentials)
+    shutil.rmtree(target / "bench" / "gfx942")
+    (target / "bench" / "gfx942").symlink_to(outside, target_is_directory=True)
+    published = orchestrate("publish", "--workspace", str(workspace), "--channel", str(channel), "--to", target.as_uri())
+    assert published.returncode == 0, published.stderr
+    assert "Traceback" not in published.stdout + published.stderr
+    assert "bench/gfx942" in published.stderr and "symlink" in published.stderr
+    assert list(outside.iterdir()) == [] and credentials.read_text() == '{"private_key": "CANARY-publish-7f3e"}'
+    assert not entry.is_symlink() and json.loads(entry.read_text())["file"] == file
+    for name in ("orchestrate-manifest.json", "channel-page.json", "index.html"):
+        assert "CANARY" not in (target / name).read_text()
+    verified = orchestrate("verify", "--workspace", str(workspace), "--from", target.as_uri())
+    assert verified.returncode == 1 and "bench/gfx942" in verified.stdout, verified.stdout
+    # the lookup folder itself a symlink to a folder outside (its packages recorded in the manifest already):
+    # the records that would go there are named and left out, nothing is written through it
+    elsewhere = tmp_path / "team-lookup"
+    shutil.copytree(shared, elsewhere)
+    shutil.rmtree(elsewhere / "orchestrate-manifest.d" / "linux-64")
+    (elsewhere / "orchestrate-manifest.d" / "linux-64").symlink_to(outside, target_is_directory=True)
+    again = orchestrate("publish", "--workspace", str(workspace), "--channel", str(channel), "--to", elsewhere.as_uri())
+    assert again.returncode == 0 and "Traceback" not in again.stdout + again.stderr, again.stderr
+    assert "orchestrate-manifest.d/linux-64" in again.stderr and "remove that" in again.stderr
+    assert list(outside.iterdir()) == []

@@ -152,7 +152,7 @@ def test_package_servers_use_py_rattler_build_upload(built, monkeypatch, capsys)
     calls = []
     monkeypatch.setattr(upload, "upload_package_to_prefix", lambda files, url, channel, **kw: calls.append(
         (files, url, channel, kw)))
-    monkeypatch.setattr(HttpStore, "read", lambda self, relpath: None)  # a new, empty channel
+    monkeypatch.setattr(HttpStore, "read", lambda self, relpath, limit=None: None)  # a new, empty channel
     monkeypatch.setenv("PREFIX_API_KEY", SECRET)
     from orchestrate import cli
 

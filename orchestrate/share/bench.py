@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..benchlog import architecture_of
-from ..channel import PACKAGE_SUFFIXES, ManifestEntry, give_umask_mode
-from .lookup import LOOKUP_DIR, json_object
-from .store import Store, unique_suffix
+from ..channel import LOOKUP_DIR, PACKAGE_SUFFIXES, ManifestEntry
+from .store import Store
+from .untrusted import Refused, check_arch, check_record, json_object, read_json, shown, write_in
 
 BENCH_DIR = "bench"
 RECORD_SUFFIX = ".record"
@@ -53,36 +52,43 @@ def encode_record(bench: str, data: bytes) -> bytes:
                       sort_keys=True).encode()
 
 
-def parse_record(raw: bytes | None) -> dict | None:
-    """A record as written by encode_record; None when missing or damaged."""
-    record = json_object(raw)
-    if record is None or not isinstance(record.get("bench"), str) or not isinstance(record.get("sha256"), str) \
-            or not isinstance(record.get("size"), int) or not record["bench"].startswith(f"{BENCH_DIR}/"):
+def record_arch(relpath: str) -> str:
+    """The architecture a record's place names: orchestrate-manifest.d/<subdir>/<file>.bench/<arch>.record."""
+    return relpath[relpath.rindex(".bench/") + len(".bench/"):-len(RECORD_SUFFIX)]
+
+
+def read_record(store: Store, relpath: str, known: list[str] | None = None) -> dict | None:
+    """The record at `relpath` as written by encode_record, every field checked, and naming the one bench file
+    its place names (bench/<arch>/<package stem>.json: so a record can lead no read or write elsewhere); None
+    when missing; untrusted.Refused otherwise."""
+    raw = read_json(store, relpath)
+    if raw is None:
         return None
-    return record
+    arch = check_arch(record_arch(relpath), relpath, known, noarch=False)
+    return check_record(raw, relpath, bench_path(arch, package_of_record(relpath)))
+
+
+def parse_record(store: Store, relpath: str, known: list[str] | None = None) -> dict | None:
+    """read_record, with a refused record as None (a writer that replaces it)."""
+    try:
+        return read_record(store, relpath, known)
+    except Refused:
+        return None
 
 
 def channel_document(kept: Path, entry: ManifestEntry, build_arch: str) -> tuple[str, str, bytes] | None:
     """(arch, bench path, bytes) for the document benchlog kept beside the build log of `entry`'s package;
     None when it cannot be read."""
-    document = json_object(kept.read_bytes() if kept.is_file() else None)
+    try:
+        document = json_object(kept.read_bytes() if kept.is_file() else None, str(kept))
+    except Refused:
+        document = None
     if document is None:
         return None
     arch = architecture_of(document) or build_arch
     subdir, package = entry.file.split("/", 1)
     document.update(package=package, subdir=subdir, build=entry.build)
     return arch, bench_path(arch, entry.file), (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
-
-
-def write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staged = target.with_name(f".{target.name}.{unique_suffix()}.incoming")
-    try:
-        staged.write_bytes(data)
-        give_umask_mode(staged)
-        os.replace(staged, target)  # readers see the old file or the new one, never half of one
-    finally:
-        staged.unlink(missing_ok=True)
 
 
 @dataclass
@@ -108,22 +114,28 @@ def keep_in_local_channel(channel_path: Path, kept: Path, entry: ManifestEntry, 
 
 def keep_copy(channel_path: Path, bench: Bench, package_file: str) -> None:
     """A result into the local channel, then its record (the record last: verify names a result without one)."""
-    write_atomically(channel_path / bench.path, bench.data)
-    write_atomically(channel_path / record_path(bench.arch, package_file), encode_record(bench.path, bench.data))
+    write_in(channel_path, bench.path, bench.data)
+    write_in(channel_path, record_path(bench.arch, package_file), encode_record(bench.path, bench.data))
 
 
-def recorded_in(store: Store, package_file: str) -> list[Bench]:
-    """The whole benchmark results a channel (the local one, when publishing) records for a package file."""
+def recorded_in(store: Store, package_file: str, known: list[str] | None = None,
+                warn=None) -> list[Bench]:
+    """The whole benchmark results a channel (the local one, when publishing; a cache channel) records for a
+    package file; one that is refused (untrusted) is named to `warn` and left out."""
     found = []
     prefix = f"{LOOKUP_DIR}/{package_file}.bench"
     for relpath in store.list(prefix) or []:
         if not relpath.endswith(RECORD_SUFFIX):
             continue
-        record = parse_record(store.read(relpath))
-        data = store.read(record["bench"]) if record else None
+        try:
+            record = read_record(store, relpath, known)
+            data = store.read(record["bench"], limit=record["size"]) if record else None
+        except Refused as exc:
+            if warn:
+                warn(f"warning: benchmark result not taken from {store.url}: {exc}")
+            continue
         if data is not None and sha256_bytes(data) == record["sha256"]:
-            arch = relpath[len(prefix) + 1:-len(RECORD_SUFFIX)]
-            found.append(Bench(arch, record["bench"], relpath, data))
+            found.append(Bench(record_arch(relpath), record["bench"], relpath, data))
     return found
 
 
@@ -138,12 +150,19 @@ def package_of_record(relpath: str) -> str:
     return relpath[len(LOOKUP_DIR) + 1:relpath.rindex(".bench/")]
 
 
-def channel_documents(store: Store) -> list[tuple[str, str, dict | None]]:
-    """(path, architecture, document or None where it does not parse) for every bench/<arch>/<file>.json a
-    channel holds; [] for a store that cannot list (HTTP)."""
+def channel_documents(store: Store, known: list[str] | None) -> list[tuple[str, str, dict | None, str | None]]:
+    """(path, architecture, document, None) for every bench/<arch>/<file>.json a channel holds, or (path, arch,
+    None, why it is refused): no JSON object, too large or deep, a symlink, or in a folder whose name is not
+    an architecture of the table (`known`); [] for a store that cannot list (HTTP)."""
     found = []
     for relpath in store.list(BENCH_DIR) or []:
         parts = relpath.split("/")
-        if len(parts) == 3 and parts[2].endswith(".json"):
-            found.append((relpath, parts[1], json_object(store.read(relpath))))
+        try:
+            if len(parts) != 3 or not parts[2].endswith(".json"):
+                store.size(relpath)  # not a result; a symlink (to a file or a folder) is refused all the same
+                continue
+            check_arch(parts[1], shown(relpath), known, noarch=False)
+            found.append((relpath, parts[1], read_json(store, relpath), None))
+        except Refused as exc:
+            found.append((relpath, parts[1] if len(parts) > 1 else "", None, str(exc)))
     return found

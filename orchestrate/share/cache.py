@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from ..architectures import ArchitectureTable
 from ..channel import ManifestEntry, read_provenance, sha256_of
 from ..errors import UserError
 from ..options import Options, load_config
 from ..recipes import Output
 from ..ui import Reporter
 from .bench import Bench, recorded_in
-from .lookup import parse_entry, read_lookup
+from .lookup import read_lookup
 from .publish import remote_sha256s
 from .store import FolderStore
 from .targets import Store, reader_for
@@ -27,19 +28,24 @@ INDEX = "noarch/repodata.json"  # every channel has it, even one without noarch 
 
 
 class RemoteCache:
-    def __init__(self, url: str, store: Store, reporter: Reporter):
+    def __init__(self, url: str, store: Store, reporter: Reporter, known: list[str] | None = None):
+        """`known`: the architecture table's names; what the channel holds is checked against them."""
         self.description = url
         self.store = store
         require_channel(url, store)
-        lookup = read_lookup(store)  # a few small reads per run; also proves the channel is reachable
+        self.known = known
+        self.reporter = reporter
+        lookup = read_lookup(store, known)  # a few small reads per run; also proves the channel is reachable
+        for relpath, why in lookup.refused:  # planted, damaged, or from another orchestrator version
+            reporter.error(f"warning: cache channel {url}: {why}; that entry is skipped (`orchestrate verify --from "
+                           f"{url}` lists every such file)")
         if not lookup.entries:
             reporter.line(f"cache channel {url} has no build-cache lookup entries: it gives no cache hits "
                           "(publish to it with `orchestrate publish` to fill it)")
         self._by_hash: dict[str, ManifestEntry] = {}
-        for file, raw in sorted(lookup.entries.items()):
-            entry = parse_entry(raw)
-            if entry is not None and entry.file == file:  # else from a newer or older orchestrator, or damaged
-                self._by_hash.setdefault(entry.input_hash, entry)
+        for file in sorted(lookup.entries):
+            entry = lookup.entry(file)
+            self._by_hash.setdefault(entry.input_hash, entry)
         self._listed: dict[str, str] | None = None
 
     def listed(self) -> dict[str, str]:
@@ -69,7 +75,7 @@ class RemoteCache:
 
     def benchmarks(self, file: str) -> list[Bench]:
         """A store that cannot list (HTTP) gives none: its records cannot be found."""
-        return recorded_in(self.store, file)
+        return recorded_in(self.store, file, self.known, self.reporter.error)
 
     def _verify(self, package: Path, entry: ManifestEntry, indexed_sha: str, output: Output) -> None:
         actual = sha256_of(package)
@@ -103,4 +109,5 @@ def require_channel(url: str, store: Store) -> None:
 def caches_for(options: Options) -> list[RemoteCache]:
     reporter = Reporter(quiet=options.quiet)
     config = load_config(options.workspace)
-    return [RemoteCache(url, reader_for(url, config), reporter) for url in options.cache_channels]
+    known = ArchitectureTable.load(options.variants_dir).names() if options.cache_channels else None
+    return [RemoteCache(url, reader_for(url, config), reporter, known) for url in options.cache_channels]

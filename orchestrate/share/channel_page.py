@@ -15,10 +15,10 @@ from typing import Callable
 
 from ..architectures import ArchitectureTable
 from ..channel import MANIFEST, SUBDIRS
-from .bench import BENCH_DIR, write_atomically
-from .lookup import json_object
+from .bench import BENCH_DIR
 from .s3 import S3Store
 from .store import FolderStore, Store
+from .untrusted import MAX_INDEX_BYTES, Refused, read_json, write_in
 
 PAGE_FILES = ("channel-page.json", "index.html")  # the data first: a page never names data that is not there
 
@@ -37,10 +37,13 @@ def write_page(store: Store, variants_dir: Path, config: dict, channel_url: str 
         from .page import build_page
 
         table = ArchitectureTable.load(variants_dir)
+        pages: dict[str, bytes] = {}
 
         def make(name: str) -> bytes:
-            pages = build_page(store, table, channel_url=channel_url, config=config,
-                               generated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            # made once per attempt at the data file; the page beside it shows the same data (not made twice)
+            if name == PAGE_FILES[0] or not pages:
+                pages.update(build_page(store, table, channel_url=channel_url, config=config,
+                                        generated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
             if not isinstance(pages.get(name), bytes):
                 raise ValueError(f"the page builder gave no {name}")
             return pages[name]
@@ -65,7 +68,7 @@ def write_local_page(channel_path: Path, variants_dir: Path, config: dict, warn:
     """The local channel's page; call under the channel lock. Without `channel_url` (nobody has said where it
     is served) the install snippet shows a placeholder."""
     def put(name: str, make: Callable[[bytes | None], bytes]) -> None:
-        write_atomically(Path(channel_path) / name, make(None))
+        write_in(Path(channel_path), name, make(None))
 
     return write_page(FolderStore(channel_path), variants_dir, config, channel_url, put, warn, fatal)
 
@@ -97,13 +100,13 @@ def published_page_current(store: Store, listed: dict[str, dict]) -> bool:
     (`listed`: lookup.read_index's keys). A publish stopped after indexing and before the page leaves one that
     does not; the next publish, with nothing to place, sees it here (a store has no cheap modification time to
     compare, as the local channel's page has)."""
-    data = json_object(store.read(PAGE_FILES[0]))
-    if data is None or store.size(PAGE_FILES[1]) is None:
-        return False
     try:
+        data = read_json(store, PAGE_FILES[0], MAX_INDEX_BYTES)
+        if data is None or store.size(PAGE_FILES[1]) is None:
+            return False
         rows = [row for arch in data.get("architectures") or [] for row in arch.get("packages") or []]
         named = {row["file"] for row in rows + list(data.get("noarch") or [])}
-    except (TypeError, KeyError, AttributeError):
+    except (TypeError, KeyError, AttributeError, Refused):
         return False  # a page whose data is not what build_page writes is made again
     return named == set(listed)
 

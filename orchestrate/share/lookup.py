@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 
 from ..channel import LOOKUP_DIR, MANIFEST, SUBDIRS, ManifestEntry
+from .untrusted import (LATEST_TIME, MAX_INDEX_BYTES, Refused, check_entry, hex_or_none, json_object, number,
+                        package_file, read_json, shown, text, timestamp)
 
 SUFFIX = ".json"
 
@@ -26,15 +28,6 @@ def encode_entry(entry: ManifestEntry) -> bytes:
     return json.dumps(vars(entry), indent=1, sort_keys=True).encode()
 
 
-def parse_entry(raw) -> ManifestEntry | None:
-    """A ManifestEntry from its published form; None for one this orchestrator cannot use (damaged, or
-    written by a newer or older version with other fields)."""
-    try:
-        return ManifestEntry(**raw)
-    except TypeError:  # not a mapping, or other fields
-        return None
-
-
 def encode_manifest(entries: dict[str, dict]) -> bytes:
     return json.dumps({"packages": dict(sorted(entries.items()))}, indent=1, sort_keys=True).encode()
 
@@ -43,79 +36,131 @@ def encode_manifest(entries: dict[str, dict]) -> bytes:
 class Lookup:
     """What a channel records about its packages' inputs."""
 
-    entries: dict[str, dict] = field(default_factory=dict)  # package file -> entry, as published
-    damaged: list[str] = field(default_factory=list)  # lookup files that do not parse (relative paths)
+    entries: dict[str, dict] = field(default_factory=dict)  # package file -> entry (every field checked)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (lookup file, why) for each entry refused
     in_manifest: set[str] = field(default_factory=set)  # files the derived orchestrate-manifest.json covers
 
+    @property
+    def damaged(self) -> list[str]:
+        """The lookup files (relative paths) holding an entry that was refused."""
+        return list(dict.fromkeys(relpath for relpath, _ in self.refused))
 
-def parse_manifest(raw: bytes | None) -> tuple[dict[str, dict], bool]:
-    """The channel-wide orchestrate-manifest.json: (file -> entry, whether it parsed). Missing: ({}, True)."""
+    def entry(self, file: str) -> ManifestEntry | None:
+        found = self.entries.get(file)
+        return ManifestEntry(**found) if found is not None else None
+
+
+def manifest_entries(raw: bytes | None, known: list[str] | None,
+                     refused: list[tuple[str, str]] | None = None) -> tuple[dict[str, dict], bool]:
+    """The channel-wide orchestrate-manifest.json: (file -> checked entry, whether it parsed); an entry that
+    is refused is left out (and added to `refused`). Missing: ({}, True)."""
     if raw is None:
         return {}, True
     try:
-        packages = json.loads(raw)["packages"]
-        if isinstance(packages, dict) and all(isinstance(v, dict) for v in packages.values()):
-            return dict(packages), True
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
-        pass
-    return {}, False
+        packages = (json_object(raw, MANIFEST, MAX_INDEX_BYTES) or {}).get("packages")
+        if not isinstance(packages, dict):
+            raise Refused(f"{MANIFEST}: has no packages object")
+    except Refused as exc:
+        if refused is not None:
+            refused.append((MANIFEST, str(exc)))
+        return {}, False
+    kept = {}
+    for file, raw_entry in packages.items():
+        try:
+            kept[file] = vars(check_entry(raw_entry, file, f"{MANIFEST}: the entry of {shown(file)}", known))
+        except Refused as exc:
+            if refused is not None:
+                refused.append((MANIFEST, str(exc)))
+    return kept, True
 
 
-def json_object(raw: bytes | None) -> dict | None:
-    """A JSON object file's contents; None when missing, not JSON or not an object."""
+def read_entry(store, file: str, known: list[str] | None = None) -> ManifestEntry | None:
+    """The lookup entry of one package file; None when there is none or it is refused."""
     try:
-        data = json.loads(raw) if raw is not None else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        raw = read_json(store, entry_path(file))
+        return check_entry(raw, file, entry_path(file), known) if raw is not None else None
+    except Refused:
         return None
-    return data if isinstance(data, dict) else None
 
 
-def read_entry(store, file: str) -> ManifestEntry | None:
-    """The lookup entry of one package file; None when there is none or it cannot be used."""
-    raw = json_object(store.read(entry_path(file)))
-    return parse_entry(raw) if raw is not None else None
-
-
-def read_lookup(store) -> Lookup:
-    """Every lookup entry a channel (a Store: folder, S3 or HTTP) holds.
+def read_lookup(store, known: list[str] | None = None) -> Lookup:
+    """Every lookup entry a channel (a Store: folder, S3 or HTTP) holds, each checked (untrusted.check_entry:
+    `known` is the architecture table's names, None for their shape only); a refused one is named in
+    `refused` and left out.
 
     The derived orchestrate-manifest.json is read first (one request); then the per-package entries it
     does not cover yet: those a publish wrote since, or one that was killed before it re-derived the
     manifest. A store that cannot list (HTTP) gives the manifest alone."""
     lookup = Lookup()
-    manifest, parsed = parse_manifest(store.read(MANIFEST))
-    if not parsed:
-        lookup.damaged.append(MANIFEST)
+    try:
+        raw_manifest = store.read(MANIFEST, limit=MAX_INDEX_BYTES)
+    except Refused as exc:
+        raw_manifest = None
+        lookup.refused.append((MANIFEST, str(exc)))
+    manifest, _ = manifest_entries(raw_manifest, known, lookup.refused)
     lookup.entries.update(manifest)
     lookup.in_manifest = set(manifest)
     for relpath in store.list(LOOKUP_DIR) or []:
         if not relpath.endswith(SUFFIX):
+            if ".bench/" not in relpath:  # no lookup entry, no bench record: a symlinked folder is refused here
+                try:
+                    store.size(relpath)
+                except Refused as exc:
+                    lookup.refused.append((relpath, str(exc)))
             continue
         file = relpath[len(LOOKUP_DIR) + 1:-len(SUFFIX)]
         if file in manifest:
             continue
-        raw = store.read(relpath)
-        entry = json_object(raw)
-        if entry is not None:
-            lookup.entries[file] = entry
-        elif raw is not None:
-            lookup.damaged.append(relpath)
+        try:
+            raw = read_json(store, relpath)
+            if raw is not None:
+                lookup.entries[file] = vars(check_entry(raw, file, shown(relpath), known))
+        except Refused as exc:
+            lookup.refused.append((relpath, str(exc)))
     return lookup
 
 
-def read_index(store) -> tuple[dict[str, dict], list[str]]:
+def check_index_record(record, where: str) -> dict:
+    """A repodata.json record with the fields readers use checked (the rest is rattler's and pixi's)."""
+    if not isinstance(record, dict):
+        raise Refused(f"{where}: not a JSON object")
+    for key in ("name", "version", "build"):
+        text(record.get(key), f"{where}: {key}", 256)
+    hex_or_none(record.get("sha256"), f"{where}: sha256")
+    number(record.get("size"), f"{where}: size")
+    stamp = record.get("timestamp")  # milliseconds; seconds in packages from old conda-build versions
+    seconds = isinstance(stamp, (int, float)) and 0 < stamp < LATEST_TIME
+    timestamp(stamp, f"{where}: timestamp", scale=1 if seconds else 1000)
+    if not isinstance(record.get("depends", []), list):
+        raise Refused(f"{where}: depends is not a list")
+    return record
+
+
+def read_index(store, refused: list[tuple[str, str]] | None = None) -> tuple[dict[str, dict], list[str]]:
     """subdir/file -> repodata record for every package the remote index lists, and the index files that
-    do not parse."""
+    do not parse. A record whose fields are refused is left out, and named in `refused` (index file, why)."""
     listed, damaged = {}, []
     for subdir in SUBDIRS:
-        raw = store.read(f"{subdir}/repodata.json")
-        if raw is None:
-            continue
+        relpath = f"{subdir}/repodata.json"
         try:
-            data = json.loads(raw)
-            for key in ("packages", "packages.conda"):
-                for name, record in (data.get(key) or {}).items():
-                    listed[f"{subdir}/{name}"] = record
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-            damaged.append(f"{subdir}/repodata.json")
+            data = read_json(store, relpath, MAX_INDEX_BYTES)
+            if data is None:
+                continue
+            groups = [data.get(key) or {} for key in ("packages", "packages.conda")]
+            if not all(isinstance(group, dict) for group in groups):
+                raise Refused(f"{relpath}: packages is not an object")
+        except Refused as exc:
+            damaged.append(relpath)
+            if refused is not None:
+                refused.append((relpath, str(exc)))
+            continue
+        for group in groups:
+            for name, record in group.items():
+                file = f"{subdir}/{name}"
+                try:
+                    package_file(file)
+                    listed[file] = check_index_record(record, f"{relpath}: {shown(name)}")
+                except Refused as exc:
+                    if refused is not None:
+                        refused.append((relpath, str(exc)))
     return listed, damaged

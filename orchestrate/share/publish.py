@@ -20,16 +20,18 @@ from pathlib import Path
 from typing import Callable
 
 from .. import stops
+from ..architectures import ArchitectureTable
 from ..channel import MANIFEST, Channel, ManifestEntry, read_provenance, sha256_of
 from ..errors import UserError
 from ..options import Options, load_config
 from ..ui import Reporter
 from .bench import Bench, encode_record, parse_record, recorded_in, sha256_bytes
 from .channel_page import published_page_current, write_published_page
-from .lookup import (Lookup, encode_entry, encode_manifest, entry_path, json_object, parse_entry, parse_manifest,
-                     read_entry, read_index, read_lookup)
+from .lookup import (Lookup, encode_entry, encode_manifest, entry_path, manifest_entries, read_entry, read_index,
+                     read_lookup)
 from .page.model import unreadable
 from .targets import FolderStore, PackageServer, Store, parse_target
+from .untrusted import MAX_JSON_BYTES, Refused, json_object
 
 INDEX_ATTEMPTS = 3  # indexes in a row that may each miss our packages before the publish gives up
 
@@ -70,7 +72,7 @@ def same_package(entry: ManifestEntry, remote_sha: str, store, lookup: Lookup) -
     """The channel's entry for the file under our name when it is the same package as ours: built from
     the same inputs (same input hash), though not byte-identical (builds record their time and paths).
     Asks the lookup entry first, else the input hash recorded inside the channel's copy itself."""
-    recorded = parse_entry(lookup.entries.get(entry.file, {}))
+    recorded = lookup.entry(entry.file)
     if recorded and recorded.sha256 == remote_sha:
         return recorded if recorded.input_hash == entry.input_hash and recorded.name == entry.name else None
     with tempfile.TemporaryDirectory(prefix="orchestrate-compare-") as scratch:
@@ -112,8 +114,9 @@ def publish(options: Options, target_url: str, packages: list[str], reporter: Re
         entries = select_entries(channel, options.arch, packages)
         for file, why in sorted(channel.unsound().items()):  # a damaged copy is never spread to the team
             reporter.error(f"not publishing {file}: {why}; `orchestrate build-all` replaces it, then publish again")
-        benches = {e.file: _readable(recorded_in(FolderStore(channel.path), e.file), e.file, reporter)
-                   for e in entries}
+        known = ArchitectureTable.load(options.variants_dir).names()
+        benches = {e.file: _readable(recorded_in(FolderStore(channel.path), e.file, known, reporter.error), e.file,
+                                     reporter) for e in entries}
         if isinstance(target, PackageServer):
             return _publish_to_server(channel, entries, target, reporter, sum(map(len, benches.values())))
         if not target.writable:
@@ -127,7 +130,7 @@ def publish(options: Options, target_url: str, packages: list[str], reporter: Re
 def _complete(entries: list[ManifestEntry], channel: Channel, store: Store, listed: dict, lookup: Lookup) -> bool:
     """Whether the channel already lists, holds whole, and records every one of our packages."""
     for entry in entries:
-        record, recorded = listed.get(entry.file), parse_entry(lookup.entries.get(entry.file, {}))
+        record, recorded = listed.get(entry.file), lookup.entry(entry.file)
         if record is None or recorded is None or entry.file not in lookup.in_manifest:
             return False
         if record.get("sha256") != recorded.sha256 or store.size(entry.file) != record.get("size"):
@@ -174,7 +177,7 @@ def _place(channel: Channel, entry: ManifestEntry, store: Store, listed: dict, l
         if mine is None:
             raise different_content(store.url, entry, remote_sha)
         placed.theirs.append(mine)
-    recorded = parse_entry(lookup.entries.get(entry.file, {}))
+    recorded = lookup.entry(entry.file)
     if recorded is not None and recorded.sha256 == mine.sha256:
         return
     if not store.create(entry_path(entry.file), data=encode_entry(mine)):
@@ -200,7 +203,10 @@ def _publish_to_store(channel: Channel, entries: list[ManifestEntry], benches: d
     for entry in entries:
         _place(channel, entry, store, listed, lookup, theirs, placed, reporter)
         for bench in benches[entry.file]:
-            _place_bench(bench, store, placed)
+            try:
+                _place_bench(bench, store, placed)
+            except Refused as exc:  # e.g. a symlink planted where the result goes: never written through
+                reporter.error(f"warning: the benchmark result {bench.path} is not published ({exc})")
     with store.exclusive(f"orchestrate publish of {len(entries)} package(s)", reporter.info):
         store.tidy()
         repaired = _repair(channel, placed, store)
@@ -235,7 +241,10 @@ def _readable(benches: list[Bench], package: str, reporter: Reporter) -> list[Be
     (create-only) and be named under the page's problems on every machine."""
     kept = []
     for bench in benches:
-        why = unreadable(json_object(bench.data))
+        try:
+            why = unreadable(json_object(bench.data, bench.path))
+        except Refused as exc:
+            why = str(exc)
         if why:
             reporter.error(f"warning: not publishing {bench.path}, the benchmark result of {package}: the channel page "
                            f"cannot read it ({why}); rebuild the package to measure it again")
@@ -248,8 +257,12 @@ def _benches_complete(benches: dict[str, list[Bench]], store: Store) -> bool:
     """Whether the channel records each of our benchmark results and holds the file its record names, whole
     (they are small: read, not only sized)."""
     for bench in (b for found in benches.values() for b in found):
-        record = parse_record(store.read(bench.record))
-        if record is None or sha256_bytes(store.read(record["bench"]) or b"") != record["sha256"]:
+        record = parse_record(store, bench.record)
+        try:
+            there = store.read(record["bench"], limit=record["size"]) if record else None
+        except Refused:
+            return False
+        if there is None or sha256_bytes(there) != record["sha256"]:
             return False
     return True
 
@@ -258,14 +271,17 @@ def _place_bench(bench: Bench, store: Store, placed: Placed) -> None:
     """One benchmark result and then its record, both create-only. A result the channel already holds for
     this package and architecture stands (another machine measured the same package), unless it is damaged
     or the channel's record says it should be ours: then ours is written again under the lock."""
-    record = parse_record(store.read(bench.record))
+    record = parse_record(store, bench.record)
     stands = bench.data
     if not store.create(bench.path, data=bench.data):
-        there = store.read(bench.path)
+        try:
+            there = store.read(bench.path, limit=MAX_JSON_BYTES)
+            whole = there is not None and json_object(there, bench.path) is not None
+        except Refused:
+            there, whole = None, False  # a symlink, or too large or deep: ours replaces it (the link, not its target)
         if there == bench.data:
             pass
-        elif there is not None and json_object(there) is not None and (
-                record is None or record["sha256"] == sha256_bytes(there)):
+        elif whole and (record is None or record["sha256"] == sha256_bytes(there)):
             stands = there  # another machine's result for the same package
         else:
             placed.rewrites[bench.path] = bench.data  # damaged: ours in its place
@@ -273,7 +289,7 @@ def _place_bench(bench: Bench, store: Store, placed: Placed) -> None:
     if record is None:
         if store.create(bench.record, data=wanted):
             return
-        record = parse_record(store.read(bench.record))
+        record = parse_record(store, bench.record)
     if record is None or record["sha256"] != sha256_bytes(stands) or record["bench"] != bench.path:
         placed.rewrites[bench.record] = wanted
 
@@ -304,7 +320,7 @@ def _derive_manifest(recorded: list[ManifestEntry], store: Store) -> None:
     additions.update({e.file: vars(e) for e in recorded if lookup.entries.get(e.file, {}).get("sha256") != e.sha256})
 
     def merged(current: bytes | None) -> bytes:
-        kept, _ = parse_manifest(current)
+        kept, _ = manifest_entries(current, None)  # the entries this table lacks stay: others' architectures
         return encode_manifest({**kept, **additions})
 
     store.update(MANIFEST, merged)

@@ -20,6 +20,7 @@ from typing import Callable
 from ..errors import UserError
 from . import credentials
 from .store import Store
+from .untrusted import MAX_INDEX_BYTES, Refused, channel_relpath, shown
 
 MULTIPART_CHUNK = 64 << 20  # larger files go up in parts of this size (S3 takes one PUT up to 5 GiB)
 CAS_ATTEMPTS = 20
@@ -75,6 +76,8 @@ class S3Store(Store):
         return f"{self.url} (endpoint {self.options.endpoint_url or 'AWS'})"
 
     def _key(self, relpath: str) -> str:
+        if relpath and not relpath.endswith("/"):  # a key may literally hold `../`: only channel paths are asked for
+            channel_relpath(relpath)
         return f"{self.prefix}/{relpath}" if self.prefix else relpath
 
     def client(self):
@@ -161,14 +164,20 @@ class S3Store(Store):
             raise self._explain(RuntimeError(answer), f"reading {relpath}")
         return answer
 
-    def _get(self, relpath: str) -> tuple[bytes | None, str | None]:
+    def _get(self, relpath: str, limit: int = MAX_INDEX_BYTES) -> tuple[bytes | None, str | None]:
         answer = self._open(relpath)
         if answer is None:
             return None, None
-        return self._call(f"reading {relpath}", answer["Body"].read), answer["ETag"]
+        if int(answer.get("ContentLength") or 0) > limit:
+            answer["Body"].close()
+            raise Refused(f"{shown(relpath)}: over {limit} bytes")
+        data = self._call(f"reading {relpath}", answer["Body"].read, limit + 1)
+        if len(data) > limit:
+            raise Refused(f"{shown(relpath)}: over {limit} bytes")
+        return data, answer["ETag"]
 
-    def read(self, relpath: str) -> bytes | None:
-        return self._get(relpath)[0]
+    def read(self, relpath: str, limit: int = MAX_INDEX_BYTES) -> bytes | None:
+        return self._get(relpath, limit)[0]
 
     def download(self, relpath: str, dest: Path) -> None:
         self._call(f"downloading {relpath}", self.client().download_file, self.bucket, self._key(relpath), str(dest))

@@ -3,8 +3,9 @@ which build-all writes).
 
 Loopback by default; any other address is a choice the command states when it starts, because
 then everyone who can reach the machine can download every package. Hidden files (the channel lock,
-.superseded/ backups, uploads in progress) are never served, nor anything a symlink leads to outside
-the channel.
+.superseded/ backups, uploads in progress) are never served, nor a symlink unless it leads to a visible file
+inside the channel. A path with a NUL or another control character, or bytes that are no UTF-8, gets 400; a
+client that goes away mid-download is one log line.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .. import stops
 from ..channel import Channel
 from ..errors import UserError
 from ..ui import Reporter
+from .untrusted import bad_characters
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -33,23 +35,37 @@ class ChannelRequestHandler(SimpleHTTPRequestHandler):
         self.reporter = reporter
         super().__init__(*args, **kwargs)
 
-    def _hidden(self) -> bool:
+    def _refusal(self) -> int | None:
+        """The status to answer instead of the file (400: a bad path; 404: hidden, or a symlink leading out of
+        the channel or to a hidden file in it), or None to serve it."""
         path = urllib.parse.urlsplit(self.path).path
-        if any(part.startswith(".") for part in posixpath.normpath(urllib.parse.unquote(path)).split("/")):
-            return True
+        try:
+            decoded = urllib.parse.unquote(path, errors="strict")
+        except UnicodeDecodeError:
+            return 400
+        if bad_characters(decoded):
+            return 400
+        if any(part.startswith(".") for part in posixpath.normpath(decoded).split("/")):
+            return 404
         root = os.path.realpath(self.directory)
         target = os.path.realpath(self.translate_path(self.path))
-        return os.path.commonpath([root, target]) != root  # a symlink leading out of the channel
+        if target == root:
+            return None
+        if os.path.commonpath([root, target]) != root:
+            return 404
+        return 404 if any(part.startswith(".") for part in os.path.relpath(target, root).split(os.sep)) else None
 
     def do_GET(self):
-        if self._hidden():
-            self.send_error(404)
+        status = self._refusal()
+        if status:
+            self.send_error(status)
             return None
         return super().do_GET()
 
     def do_HEAD(self):
-        if self._hidden():
-            self.send_error(404)
+        status = self._refusal()
+        if status:
+            self.send_error(status)
             return None
         return super().do_HEAD()
 
@@ -67,6 +83,19 @@ class ChannelRequestHandler(SimpleHTTPRequestHandler):
         self.reporter.info(f"{self.address_string()} {format % args}")
 
 
+class ChannelServer(ThreadingHTTPServer):
+    reporter: Reporter
+
+    def handle_error(self, request, client_address):
+        """One line, never a traceback: a client that went away mid-download (or any other failed request)."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            self.reporter.info(f"{client_address[0]} went away before its answer was sent ({type(exc).__name__})")
+        else:
+            self.reporter.error(f"{client_address[0]}: the request failed ({type(exc).__name__}: "
+                                f"{' '.join(str(exc).split())[:200]})")
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -82,7 +111,9 @@ def make_server(channel_path: Path, host: str, port: int, reporter: Reporter) ->
         raise UserError(f"{channel.path} is not a channel yet: build into it first or pass --channel DIR")
     handler = functools.partial(ChannelRequestHandler, directory=str(channel.path), reporter=reporter)
     try:
-        return ThreadingHTTPServer((host, port), handler)
+        server = ChannelServer((host, port), handler)
+        server.reporter = reporter
+        return server
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port or --host") from None
 

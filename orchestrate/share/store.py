@@ -13,25 +13,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import hashlib
 import os
-import shutil
 import socket
 import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..channel import LockBusy, release_lock, sha256_of, take_lock
+from ..channel import LockBusy, release_lock, take_lock
 from ..errors import UserError
+from .untrusted import (MAX_INDEX_BYTES, Refused, channel_relpath, copy_out, open_file, open_folder, read_in, stat_in,
+                        unique_suffix, write_in)
 
 INDEX_LOCK = ".orchestrate-index.lock"
 LOCK_WAIT_S = 600  # indexing a large channel takes a while; a publisher waits this long for another one
 STAGED_SUFFIX = ".incoming"
 STALE_STAGED_S = 24 * 3600  # a private copy untouched this long belongs to a publish that was killed
-
-
-def unique_suffix() -> str:
-    """A name part that no other process, here or on another machine, uses at the same time."""
-    return f"{socket.gethostname()}-{os.getpid()}-{time.monotonic_ns()}"
 
 
 class Store:
@@ -40,8 +37,9 @@ class Store:
     url: str
     writable = False
 
-    def read(self, relpath: str) -> bytes | None:
-        """The file's bytes, or None when the channel does not have it."""
+    def read(self, relpath: str, limit: int = MAX_INDEX_BYTES) -> bytes | None:
+        """The file's bytes, or None when the channel does not have it; untrusted.Refused when `relpath` is no
+        path inside the channel, or the file is larger than `limit` (or, on a folder, a symlink)."""
         raise NotImplementedError
 
     def download(self, relpath: str, dest: Path) -> None:
@@ -101,23 +99,25 @@ class FolderStore(Store):
         self.url = self.path.as_uri()
         self._lock_fd: int | None = None
 
-    def read(self, relpath: str) -> bytes | None:
-        try:
-            return (self.path / relpath).read_bytes()
-        except (FileNotFoundError, IsADirectoryError):
-            return None
+    def read(self, relpath: str, limit: int = MAX_INDEX_BYTES) -> bytes | None:
+        return read_in(self.path, relpath, limit)
 
     def download(self, relpath: str, dest: Path) -> None:
-        if not (self.path / relpath).is_file():
+        if not copy_out(self.path, relpath, dest):
             raise UserError(f"{self.url} lists {relpath} but does not have it: re-publish the channel")
-        shutil.copyfile(self.path / relpath, dest)
 
     def list(self, prefix: str) -> list[str]:
-        folder = self.path / prefix
-        if not folder.is_dir():
+        """Files and symlinks (which readers then refuse, naming them) under `prefix`; a symlinked folder is
+        listed, never entered."""
+        prefix = prefix.rstrip("/")
+        try:
+            os.close(open_folder(self.path, channel_relpath(prefix).split("/")))
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(str(p.relative_to(self.path)) for p in folder.rglob("*")
-                      if p.is_file() and not p.name.startswith("."))
+        except Refused:
+            return [prefix]  # a symlink on the way: never entered; a reader of it refuses it, naming it
+        return sorted(str(p.relative_to(self.path)) for p in (self.path / prefix).rglob("*")
+                      if (p.is_symlink() or p.is_file()) and not p.name.startswith("."))
 
     def check(self) -> None:
         if not self.path.parent.is_dir():
@@ -131,51 +131,38 @@ class FolderStore(Store):
             raise UserError(f"target folder {self.path} is not writable ({exc.strerror}): fix its permissions") from None
 
     def size(self, relpath: str) -> int | None:
-        try:
-            return (self.path / relpath).stat().st_size
-        except FileNotFoundError:
-            return None
+        found = stat_in(self.path, relpath)
+        return found.st_size if found else None
 
     def sha256(self, relpath: str) -> str | None:
-        path = self.path / relpath
-        return sha256_of(path) if path.is_file() else None
+        fd = open_file(self.path, relpath)
+        if fd is None:
+            return None
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "rb") as file:
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                digest.update(chunk)
+        return digest.hexdigest()
 
     @contextlib.contextmanager
     def _writing(self, relpath: str, doing: str):
         try:
             yield
+        except Refused as exc:  # a symlink planted on the way: nothing is written through it
+            raise Refused(f"not writing {exc}: remove that from {self.path}, then publish again") from None
         except OSError as exc:
             raise UserError(f"{doing} {relpath} in {self.path} failed ({exc.strerror or exc}): "
                             "fix the folder's permissions or free space, then publish again") from None
 
-    def _staged(self, target: Path, local: Path | None, data: bytes | None) -> Path:
-        """A finished private copy next to `target` (same filesystem, so it can be linked or renamed in).
-        Its mode is what the umask gives, like any file the user writes."""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staged = target.with_name(f".{target.name}.{unique_suffix()}{STAGED_SUFFIX}")
-        if local is not None:
-            shutil.copyfile(local, staged)
-        else:
-            staged.write_bytes(data)
-        return staged
-
     def create(self, relpath: str, local: Path | None = None, data: bytes | None = None) -> bool:
-        target = self.path / relpath
         with self._writing(relpath, "writing"):
-            staged = self._staged(target, local, data)
             try:
-                os.link(staged, target)  # fails if the name exists: never overwrites, never half a file
-                return True
-            except FileExistsError:
-                # NFS may answer a retried link() that did succeed with EEXIST: the link count tells
-                return os.stat(staged).st_nlink > 1
+                return write_in(self.path, relpath, data, local, create_only=True, staged_suffix=STAGED_SUFFIX)
             except OSError as exc:
                 if exc.errno in (errno.EPERM, errno.EOPNOTSUPP):  # a filesystem without hard links
                     raise UserError(f"target folder {self.path} does not support hard links, which publishing "
                                     "needs to write files create-only: use a local disk, NFS or S3") from None
                 raise
-            finally:
-                staged.unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def exclusive(self, doing: str, waiting: Callable[[str], None] = print) -> Iterator[None]:
@@ -204,13 +191,15 @@ class FolderStore(Store):
 
     def replace(self, relpath: str, local: Path | None = None, data: bytes | None = None) -> None:
         self._require_lock(relpath)
-        target = self.path / relpath
         with self._writing(relpath, "writing"):
-            staged = self._staged(target, local, data)
-            os.replace(staged, target)  # readers see the old file or the new one, never half of one
+            write_in(self.path, relpath, data, local, staged_suffix=STAGED_SUFFIX)
 
     def update(self, relpath: str, change: Callable[[bytes | None], bytes]) -> None:
-        self.replace(relpath, data=change(self.read(relpath)))
+        try:
+            current = self.read(relpath)
+        except Refused:  # a symlink planted in its place (or a file over the limit): replaced, never followed
+            current = None
+        self.replace(relpath, data=change(current))
 
     def index(self, force: bool = False) -> None:
         from rattler.index import index_fs

@@ -29,6 +29,7 @@ from ..options import PACKAGE_SERVER_SCHEMES
 from . import credentials
 from .s3 import S3Options, S3Store, s3_options
 from .store import FolderStore, Store
+from .untrusted import MAX_INDEX_BYTES, Refused, channel_relpath, shown
 
 __all__ = ["FolderStore", "HttpStore", "PackageServer", "S3Options", "S3Store", "Store", "parse_target", "reader_for",
            "s3_options"]
@@ -56,6 +57,7 @@ class HttpStore(Store):
 
     def _answer(self, relpath: str, use: Callable, method: str = "GET"):
         """use(response) for the file, or None when the channel does not have it (HTTP 404)."""
+        channel_relpath(relpath)
         try:
             with web.opened(f"{self._base}/{relpath}", HTTP_TIMEOUT_S, headers=credentials.http_auth_header(self.host),
                             method=method) as response:
@@ -67,8 +69,14 @@ class HttpStore(Store):
         except (web.Unreachable, OSError) as exc:
             raise self._explain(exc, relpath) from None
 
-    def read(self, relpath: str) -> bytes | None:
-        return self._answer(relpath, lambda response: response.read())
+    def read(self, relpath: str, limit: int = MAX_INDEX_BYTES) -> bytes | None:
+        def bounded(response) -> bytes:
+            data = response.read(limit + 1)
+            if len(data) > limit:
+                raise Refused(f"{shown(relpath)}: over {limit} bytes")
+            return data
+
+        return self._answer(relpath, bounded)
 
     def download(self, relpath: str, dest: Path) -> None:
         def save(response) -> bool:

@@ -18,13 +18,18 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from ..channel import PACKAGE_SUFFIXES, SUBDIRS, Channel
+from pathlib import Path
+
+from ..architectures import ArchitectureTable
+from ..channel import LOOKUP_DIR, MANIFEST, PACKAGE_SUFFIXES, SUBDIRS, Channel
 from ..errors import UserError
+from ..options import find_workspace
 from ..ui import Reporter
-from .bench import all_records, channel_documents, package_of_record, parse_record, sha256_bytes
-from .lookup import json_object, read_index, read_lookup
+from .bench import BENCH_DIR, all_records, channel_documents, package_of_record, read_record, sha256_bytes
+from .lookup import read_index, read_lookup
 from .page.model import unreadable
-from .store import Store
+from .store import FolderStore, Store
+from .untrusted import MAX_JSON_BYTES, Refused, channel_relpath, json_object, shown, why_of
 
 INDEX = "repodata.json"
 PROBLEMS_EXIT = 1
@@ -39,7 +44,7 @@ class Problem:
     fix: str
 
     def line(self) -> str:
-        return f"{self.file}: {self.detail} — {self.fix}"
+        return f"{shown(self.file)}: {self.detail} — {self.fix}"
 
 
 @dataclass
@@ -115,9 +120,14 @@ class Fixes:
         return (f"copy it back from a channel it was published to, or remove {record} to forget the result; "
                 "the package's next build measures it again")
 
+    def refused_entry(self, file: str) -> str:
+        where = "" if self.local else " there"
+        return (f"remove {shown(file)}{where}; publishing the package again from the machine that built it writes "
+                "its entry again")
+
     def forget(self, *files: str) -> str:
         where = "" if self.local else " there"
-        return f"remove {' and '.join(files)}{where} to forget it"
+        return f"remove {' and '.join(shown(f) for f in files)}{where} to forget it"
 
     def unrecorded(self, bench: str) -> str:
         if not self.local:
@@ -132,22 +142,29 @@ class Fixes:
                 "channel folder aside and build again")
 
 
-def verify(store: Store, local: bool, quick: bool = False, channel_arg: str = "") -> Verification:
-    """Check every claim the channel's index and lookup make against the files it holds."""
+def verify(store: Store, local: bool, quick: bool = False, known: list[str] | None = None,
+           channel_arg: str = "") -> Verification:
+    """Check every claim the channel's index and lookup make against the files it holds, and name every file
+    that a reader (the page, a cache build) refuses (untrusted.py); `known`: the architecture table's names;
+    `channel_arg`: the --channel flag a local channel's fixes need."""
     result = Verification(str(store.path) if local else store.url)
-    lookup = read_lookup(store)
+    lookup = read_lookup(store, known)
     fixes = Fixes(local, store.url, {f: str(e.get("arch", "")) for f, e in lookup.entries.items()},
                   store.writable, channel_arg)
-    listed, damaged_indexes = read_index(store)
+    refused_records: list[tuple[str, str]] = []
+    listed, damaged_indexes = read_index(store, refused_records)
     if not (listed or damaged_indexes or lookup.entries or lookup.damaged) and store.size(f"noarch/{INDEX}") is None:
         raise UserError(f"{store.url} is not a conda channel (no noarch/{INDEX}): check the "
                         f"{'--channel folder' if local else '--from URL'}")
-    for relpath in damaged_indexes:
-        result.problems.append(Problem(relpath, "damaged-index", "does not parse as a conda index",
-                                       fixes.damaged_index()))
+    for relpath, why in refused_records:
+        kind = "damaged-index" if relpath in damaged_indexes else "refused-index-record"
+        result.problems.append(Problem(relpath, kind, refused(why, relpath), fixes.damaged_index()))
     for file, record in sorted(listed.items()):
         result.packages += 1
-        _check_package(store, file, record, quick, fixes, result)
+        try:
+            _check_package(store, file, record, quick, fixes, result)
+        except Refused as exc:
+            result.problems.append(Problem(file, "refused", refused(exc, file), fixes.forget(file)))
     # a subdir whose index does not parse: every file in it would be "unlisted"; its one line says it all
     unreadable = {p.file.split("/")[0] for p in result.problems if p.kind == "damaged-index"}
     for subdir in sorted(set(SUBDIRS) - unreadable):
@@ -161,8 +178,9 @@ def verify(store: Store, local: bool, quick: bool = False, channel_arg: str = ""
             if "/" not in name and name.endswith(PACKAGE_SUFFIXES) and relpath not in listed:
                 result.problems.append(Problem(relpath, "unlisted", f"not listed in {subdir}/{INDEX}",
                                                fixes.unlisted(relpath)))
-    for relpath in lookup.damaged:
-        result.problems.append(Problem(relpath, "damaged-lookup", "does not parse", fixes.damaged_lookup()))
+    for relpath, why in lookup.refused:
+        result.problems.append(Problem(relpath, "damaged-lookup", refused(why, relpath),
+                                       fixes.damaged_lookup() if relpath == MANIFEST else fixes.refused_entry(relpath)))
     for file, entry in sorted(lookup.entries.items()):
         result.entries += 1
         if file.split("/")[0] in unreadable:
@@ -174,13 +192,15 @@ def verify(store: Store, local: bool, quick: bool = False, channel_arg: str = ""
             result.problems.append(Problem(
                 file, "wrong-entry", f"the build-cache lookup records sha256 {str(entry.get('sha256'))[:12]}…, "
                 f"the index {str(listed[file].get('sha256'))[:12]}…", fixes.wrong_entry(file)))
-    _check_benches(store, quick, fixes, result, listed)
+    _check_benches(store, quick, fixes, result, listed, known)
+    _check_paths(store, fixes, result)
     if quick:
         result.notes.append("--quick: sizes compared, sha256 not")
     return result
 
 
-def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification, listed: dict) -> None:
+def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification, listed: dict,
+                   known: list[str] | None) -> None:
     records = all_records(store)
     if records is None:
         result.notes.append(f"{store.url} cannot list its files (HTTP): benchmark results are not checked")
@@ -189,17 +209,23 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
     for relpath in records:
         result.benches += 1
         package = package_of_record(relpath)
-        record = parse_record(store.read(relpath))
-        if record is None:
-            result.problems.append(Problem(relpath, "damaged-bench-record", "does not parse as a benchmark record",
-                                           fixes.bench(relpath, package)))
+        try:
+            record = read_record(store, relpath, known)
+        except Refused as exc:
+            result.problems.append(Problem(relpath, "damaged-bench-record", refused(exc, relpath),
+                                           fixes.forget(relpath)))
             continue
         bench = record["bench"]
         recorded.add(bench)
         if package not in listed:
             result.notes.append(f"{relpath} records the result of {package}, which the index no longer lists (a "
                                 f"newer build replaced it): the page leaves it out; {fixes.forget(relpath, bench)}")
-        size = store.size(bench)
+        try:
+            size = store.size(bench)
+            data = store.read(bench, limit=MAX_JSON_BYTES) if size is not None and not quick else None
+        except Refused as exc:
+            result.problems.append(Problem(bench, "damaged-bench", refused(exc, bench), fixes.bench(relpath, package)))
+            continue
         if size is None:
             result.problems.append(Problem(bench, "missing-bench", f"the benchmark result of {package} that "
                                            f"{relpath} records is not there", fixes.bench(relpath, package)))
@@ -207,17 +233,20 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
             result.problems.append(Problem(bench, "damaged-bench", f"size {size} but {relpath} records "
                                            f"{record['size']}", fixes.bench(relpath, package)))
         elif not quick:
-            data = store.read(bench) or b""
-            if sha256_bytes(data) != record["sha256"]:
+            if sha256_bytes(data or b"") != record["sha256"]:
                 result.problems.append(Problem(bench, "damaged-bench", f"sha256 differs from what {relpath} records",
                                                fixes.bench(relpath, package)))
-            elif why := unreadable(json_object(data)):
+            elif why := _unreadable(data, bench):
                 result.problems.append(Problem(bench, "damaged-bench", f"the channel page cannot read it ({why})",
                                                fixes.bench(relpath, package)))
-    for bench, _arch, document in channel_documents(store):
+    for bench, _arch, document, why_not in channel_documents(store, known):
+        if why_not:
+            if bench not in {p.file for p in result.problems}:  # its record's check named it already
+                result.problems.append(Problem(bench, "damaged-bench", refused(why_not, bench), fixes.forget(bench)))
+            continue
         if bench in recorded:
             continue
-        if not quick and (why := "it does not parse" if document is None else unreadable(document)):
+        if not quick and (why := unreadable(document)):
             result.problems.append(Problem(bench, "damaged-bench", f"the channel page cannot read it ({why})",
                                            fixes.forget(bench)))
         else:
@@ -225,15 +254,47 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
                                 f"stopped between the two): {fixes.unrecorded(bench)}")
 
 
-def _verify_locked(store, quick: bool = False, channel_arg: str = "") -> Verification:
+def refused(why, file: str) -> str:
+    """A reader's refusal as a problem's detail: the line already starts with the file."""
+    return "refused: " + why_of(why, file)
+
+
+def _check_paths(store: Store, fixes: Fixes, result: Verification) -> None:
+    """Every file the channel lists that no reader takes: a symlink (on a folder; never followed), or a name
+    with `..` or a control character (an S3 key may hold them literally). One line each, unless named above."""
+    named = {p.file for p in result.problems}
+    for prefix in (*SUBDIRS, LOOKUP_DIR, BENCH_DIR):
+        for relpath in store.list(prefix) or []:
+            if relpath.endswith("/"):
+                continue  # an S3 console's empty "folder" object: nothing reads it
+            try:
+                channel_relpath(relpath)
+                if isinstance(store, FolderStore) and (store.path / relpath).is_symlink():
+                    raise Refused(f"{shown(relpath)}: a symlink (a channel's files are never followed through one)")
+            except Refused as exc:
+                if relpath not in named:
+                    named.add(relpath)
+                    result.problems.append(Problem(relpath, "refused", refused(exc, relpath), fixes.forget(relpath)))
+
+
+def _unreadable(data: bytes, bench: str) -> str | None:
+    """Why the page cannot read a bench file's bytes (None: it can)."""
+    try:
+        return unreadable(json_object(data, bench))
+    except Refused as exc:
+        return str(exc)
+
+
+def _verify_locked(store, quick: bool = False, known: list[str] | None = None,
+                   channel_arg: str = "") -> Verification:
     """The local channel, under its lock: a build adding a package right now would show as a problem. A
     folder that is not a channel, or that we may not write, is read without it (and left as it was)."""
     channel = Channel(store.path)
     if not channel.is_channel() or not os.access(channel.path, os.W_OK):
-        return verify(store, True, quick, channel_arg)
+        return verify(store, True, quick, known, channel_arg)
     channel.lock("orchestrate verify")
     try:
-        return verify(store, True, quick, channel_arg)
+        return verify(store, True, quick, known, channel_arg)
     finally:
         channel.unlock()
 
@@ -257,14 +318,28 @@ def _check_package(store: Store, file: str, record: dict, quick: bool, fixes: Fi
                                        f"{str(record.get('sha256'))[:12]}…", fixes.damaged(file, size_ok=True)))
 
 
+def _architectures(args) -> list[str] | None:
+    """The names of the workspace's architecture table, which the page and a cache build check against; None
+    where there is no workspace (a teammate checking a team channel)."""
+    try:
+        workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
+        return ArchitectureTable.load(workspace / "variants").names()
+    except UserError:
+        return None
+
+
 def run(args, reporter: Reporter, open_store: Callable[[], tuple[Store, bool]]) -> int:
     """The command: one line per problem (stdout), or --json; exit 0 when clean, 1 with problems, and one
     error line (2) when the channel cannot be read at all. `open_store` gives the store and whether it is
     the local channel (whose fixes are build-all's)."""
+    known = _architectures(args)
     try:
         store, local, *channel_arg = open_store()  # and, for a --channel DIR, the flag its fixes need
-        result = (_verify_locked(store, args.quick, *channel_arg) if local
-                  else verify(store, local, args.quick))
+        result = (_verify_locked(store, args.quick, known, *channel_arg) if local
+                  else verify(store, local, args.quick, known))
+        if known is None:
+            result.notes.append("no workspace here: architecture names are checked by their shape, not against "
+                                "an architecture table (run verify in a workspace, or pass --workspace)")
     except UserError as exc:
         if not args.json:
             raise

@@ -16,11 +16,11 @@ from rocm_stack_check import REGRESSION_THRESHOLD
 from ..bench import channel_documents, stem
 from ..consumer import channel_for_pixi, render_manifest
 from ..lookup import read_index, read_lookup
+from ..untrusted import MAX_BENCH_RESULTS, NOARCH, Refused, iso_time, number, page_problem, why_of
 
 SCHEMA = "rocm-stack/channel-page/2"  # 2: checks[] and bench.series[] per tested package
 BENCH_SCHEMA = "rocm-stack-check/bench/1"
 CHECK_SCHEMA = "rocm-stack-check/check/1"
-NOARCH = "noarch"
 # Shown where the page does not know the channel's address (a local channel nobody serves yet).
 PLACEHOLDER_URL = "https://your-server/rocm-stack"
 STACK_PACKAGE = "rocm-stack"
@@ -60,9 +60,10 @@ def iso(seconds: float | None) -> str | None:
 
 def read_packages(store, problems: list[str]) -> dict[str, dict]:
     """subdir/filename -> its repodata record, over every subdir's repodata.json."""
-    records, damaged = read_index(store)
-    problems += [f"{path} does not parse: run `orchestrate publish` (or build-all) again" for path in damaged]
-    return {file: record for file, record in records.items() if isinstance(record, dict)}
+    refused: list[tuple[str, str]] = []
+    records, _ = read_index(store, refused)
+    problems += [page_problem(path, f"{why}: run `orchestrate publish` (or build-all) again") for path, why in refused]
+    return records
 
 
 def arch_of(record: dict, entry: dict | None, table: ArchitectureTable) -> str:
@@ -118,6 +119,8 @@ def _objects(value, where: str) -> list[dict]:
         return []
     if not isinstance(value, list):
         raise Unreadable(f"{where} is {_kind(value)}, not a list")
+    if len(value) > MAX_BENCH_RESULTS:  # the page's cost stays linear and small: a quick benchmark has a few dozen
+        raise Unreadable(f"{where} holds {len(value)} items, over the {MAX_BENCH_RESULTS} a document may hold")
     for item in value:
         if not isinstance(item, dict):
             raise Unreadable(f"an item of {where} is {_kind(item)}, not an object")
@@ -139,6 +142,7 @@ def read_document(relpath: str, document: dict) -> dict:
     for key in ("package", "subdir", "build", "created"):
         if not isinstance(document.get(key), (str, type(None))):
             raise Unreadable(f"{key} is {_kind(document[key])}, not a string")
+    iso_time(document.get("created"), "created")
     if not document.get("package") or not document.get("subdir"):
         raise Unreadable("it names no package (publish and build-all add package and subdir)")
     platform = _object(document.get("platform"), "platform")
@@ -163,8 +167,8 @@ def _read(relpath: str, document) -> tuple[dict | None, str | None]:
         return None, "it is not a JSON object"
     try:
         return read_document(relpath, document), None
-    except (Unreadable, AttributeError, TypeError, ValueError, KeyError) as exc:
-        return None, str(exc) if isinstance(exc, Unreadable) else f"{type(exc).__name__}: {exc}"
+    except (Unreadable, Refused, AttributeError, TypeError, ValueError, KeyError) as exc:
+        return None, str(exc) if isinstance(exc, (Unreadable, Refused)) else f"{type(exc).__name__}: {exc}"
 
 
 def unreadable(document) -> str | None:
@@ -172,16 +176,18 @@ def unreadable(document) -> str | None:
     return _read("", document)[1]
 
 
-def read_documents(store, listed: dict, problems: list[str]) -> dict[str, list[dict]]:
+def read_documents(store, table: ArchitectureTable, listed: dict, problems: list[str]) -> dict[str, list[dict]]:
     """Architecture -> what the page shows of each bench and check document (bench/<arch>/<file>.json) whose
     package the channel still lists, oldest first. A replaced package's result stays in the channel (create-only,
     nothing is deleted from a shared channel) but is no build the channel holds, so it is left out."""
     found: dict[str, list[dict]] = {}
-    for relpath, arch, document in channel_documents(store):
-        seen, why = _read(relpath, document) if document is not None else (None, "it does not parse")
+    known = table.names()
+    for relpath, arch, document, refused in channel_documents(store, known):
+        seen, why = (None, refused) if refused else _read(relpath, document)
         if seen is None:
-            problems.append(f"{relpath} is not a rocm-stack-check document this page can read ({why[:160]}): "
-                            "`orchestrate verify` names the fix")
+            problems.append(page_problem(relpath, f"{relpath} is not a rocm-stack-check document this page can read "
+                                                  f"({why_of(why, relpath)[:160]}): `orchestrate verify` names the fix",
+                                         hide=arch not in known))
         elif f"{seen['subdir']}/{seen['package']}" in listed:
             found.setdefault(arch, []).append(seen)
     for documents in found.values():
@@ -205,15 +211,18 @@ def bench_results(document: dict) -> list[dict]:
         measured = _object(row.get(result.get("pass")), f"rows[].{result.get('pass')}")
         ok = measured.get("status") == "ok"
         results.append({"backend": str(result.get("backend")), "dtype": str(result.get("dtype")),
-                        "pass": str(result.get("pass")), "speedup": _number(result.get("speedup")),
-                        "tflops": _number(measured.get("tflops")) if ok else None,
-                        "ms": _number(measured.get("ms")) if ok else None,
+                        "pass": str(result.get("pass")), "speedup": _number(result.get("speedup"), "speedup"),
+                        "tflops": _number(measured.get("tflops"), "tflops") if ok else None,
+                        "ms": _number(measured.get("ms"), "ms") if ok else None,
                         "note": str(result.get("note") or measured.get("note") or "")})
     return results
 
 
-def _number(value):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _number(value, what: str):
+    """A measured value: None when it is none; a number out of range (1e308, a huge integer) is refused."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    return number(value, what)
 
 
 def _texts(values) -> str:
@@ -238,11 +247,13 @@ def check_backends(document: dict) -> list[dict]:
             backends.append({"name": "flash_attn", "works": all(r.get("passed") for r in runs) if runs else None,
                              "note": str(flash_attn.get("error") or "")})
     else:
-        rows = _objects(document.get("rows"), "rows")
+        rows_of: dict[str, list[dict]] = {}  # by backend: one pass over the rows, not one per backend
+        for row in _objects(document.get("rows"), "rows"):
+            rows_of.setdefault(str(row.get("backend")), []).append(row)
         for backend in _objects(document.get("backends"), "backends"):
             name = backend.get("name")
-            passes = [_object(row.get(p), f"rows[].{p}") for row in rows if row.get("backend") == name
-                      for p in ("forward", "backward")]
+            passes = [_object(row.get(p), f"rows[].{p}") for row in rows_of.get(str(name), [])
+                      if row.get("backend") == name for p in ("forward", "backward")]
             failed = [p for p in passes if p.get("status") not in ("ok", "skipped")]
             ran = [p for p in passes if p.get("status") == "ok"]
             backends.append({"name": str(name), "works": False if failed else (True if ran else None),
@@ -323,10 +334,10 @@ def architecture_section(name: str, table: ArchitectureTable, packages: list[dic
 def channel_data(store, table: ArchitectureTable, *, channel_url: str | None, generated: str, config: dict) -> dict:
     problems: list[str] = []
     records = read_packages(store, problems)
-    lookup = read_lookup(store)
-    problems += [f"{path} does not parse: `orchestrate verify` names the fix" for path in lookup.damaged]
+    lookup = read_lookup(store, table.names())
+    problems += [page_problem(path, f"{why}: `orchestrate verify` names the fix") for path, why in lookup.refused]
     rows = package_rows(records, lookup.entries, table)
-    documents = read_documents(store, records, problems)
+    documents = read_documents(store, table, records, problems)
     pixi_channel = channel_url or PLACEHOLDER_URL
     pixi_toml = render_manifest(pixi_channel, None, config)
     channel = channel_for_pixi(pixi_channel)

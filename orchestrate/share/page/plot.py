@@ -15,21 +15,15 @@ DASHES = {"forward": "", "backward": "6 4"}
 
 
 def series_of(history: list[dict]) -> dict[tuple, list]:
-    """(backend, dtype, pass) -> its speed-up in each document (None where that document lacks it)."""
-    keys = []
-    for point in history:
+    """(backend, dtype, pass) -> its speed-up in each document (None where that document lacks it). One pass over
+    the results (dicts, not list searches): linear in their number, however many a document holds."""
+    series: dict[tuple, list] = {}
+    for index, point in enumerate(history):
         for result in point["results"]:
-            key = (result["backend"], result["dtype"], result["pass"])
-            if key not in keys:
-                keys.append(key)
-    series = {}
-    for key in keys:
-        values = []
-        for point in history:
-            found = next((r for r in point["results"] if (r["backend"], r["dtype"], r["pass"]) == key), None)
-            value = found.get("speedup") if found else None
-            values.append(value if isinstance(value, (int, float)) else None)
-        series[key] = values
+            values = series.setdefault((result["backend"], result["dtype"], result["pass"]), [None] * len(history))
+            if values[index] is None:  # the first result of a key in a document, as before
+                value = result.get("speedup")
+                values[index] = value if isinstance(value, (int, float)) else None
     return series
 
 

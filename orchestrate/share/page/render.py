@@ -233,13 +233,12 @@ def series_block(arch: str, series: dict, element_id: str) -> str:
     parts.append(f"<p>Over the {len(history)} build(s) of {escape(series['package'])} this channel holds:</p>")
     parts.append(history_svg(f"{arch}, {series['package']}'s test on {series['device'] or 'an unnamed GPU'}",
                              history, element_id))
-    keys = []
-    for point in history:
-        keys += [(r["backend"], r["dtype"], r["pass"]) for r in point["results"]
-                 if (r["backend"], r["dtype"], r["pass"]) not in keys]
+    keys = list(dict.fromkeys((r["backend"], r["dtype"], r["pass"]) for point in history for r in point["results"]))
     rows = []
     for i, point in enumerate(history):
-        by_key = {(r["backend"], r["dtype"], r["pass"]): r for r in point["results"]}
+        by_key = {}
+        for r in point["results"]:
+            by_key.setdefault((r["backend"], r["dtype"], r["pass"]), r)
         rows.append([f"#{i + 1}", _when(point["created"])]
                     + [_num((by_key.get(k) or {}).get("speedup"), 2, "x") for k in keys]
                     + [escape(str(point["package"] or point["build"] or "—"))])
