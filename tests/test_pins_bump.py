@@ -458,7 +458,7 @@ def test_pins_reads_vllms_torch_from_the_wheel_not_the_json_api(world, workspace
 def test_bump_options_without_bump_are_a_usage_error(capsys):
     capsys.readouterr()
     assert main(["pins", "--write"]) == 2
-    assert capsys.readouterr().err.strip() == "error: --write work with --bump only: add --bump"
+    assert capsys.readouterr().err.strip() == "error: --write works with --bump only: add --bump"
 
 
 def test_aiter_is_coupled_to_the_aiter_vllms_rocm_images_build(world, workspace, capsys):
