@@ -5,6 +5,7 @@ binds at import (read from that wrapper). Installed beside the rocm-sdk package 
 SDK's library with no LD_LIBRARY_PATH or ROCM_PATH, and the bindings as the SDK ships them do not."""
 from __future__ import annotations
 
+import ast
 import io
 import os
 import re
@@ -143,3 +144,82 @@ def test_the_package_records_its_patch_and_version(prefix):
     record = (prefix / "share/rocm-stack/patches/amdsmi.txt").read_text()
     assert "0001-load-libamd_smi-from-rocm-sdk-core.patch  sha256=" in record
     assert (prefix / SITE / "amdsmi-7.0.2.dist-info/METADATA").read_text().startswith("Metadata-Version")
+
+
+# TheRock's loader: find_smi_library as rocm-systems projects/amdsmi/py-interface/amdsmi_wrapper.py has it at
+# 08514a6c9271cdfad4ef6e45a60d20cb027ea3df (verbatim, from its comment block to `raise err`): a "# 0." step that
+# opens lib/libamd_smi.so relative to _rocm_sdk_core/share/amd_smi, so find_smi_library sits 4 lines lower than in
+# PyPI's 7.0.2 wrapper and `possible_locations = []` is followed by "# 0.", not "# 1.".
+THEROCK_LOADER = '''# libamd_smi.so can be located in several different places.
+# Look for it with below priority:
+# 0. Relative to amdsmi_wrapper.py in TheRock:
+#    `amdsmi_wrapper.py` is located in
+#    `_rocm_sdk_core/share/amd_smi/amdsmi`, libraries are in
+#    `_rocm_sdk_core/lib`.
+# 1. ROCM_HOME/ROCM_PATH environment variables
+#    - ROCM_HOME/lib
+#    - ROCM_PATH/lib (usually set to /opt/rocm/)
+# 2. Decided by the linker
+#    - LD_LIBRARY_PATH env var
+#    - defined path in /etc/ld.so.conf.d/
+# 3. Relative to amdsmi_wrapper.py
+#    - parent directory
+#    - current directory
+def find_smi_library():
+    err = OSError("Could not load libamd_smi.so")
+    possible_locations = []
+    # 0.
+    libamd_smi_path = Path(__file__).resolve().parent.parent.parent.parent / "lib/libamd_smi.so.26"
+    possible_locations.append(libamd_smi_path)
+    # 1.
+    rocm_path = os.getenv("ROCM_HOME", os.getenv("ROCM_PATH"))
+    if rocm_path:
+        possible_locations.append(os.path.join(rocm_path, "lib/libamd_smi.so"))
+    # 2.
+    possible_locations.append("libamd_smi.so")
+    # 3.
+    libamd_smi_parent_dir = Path(__file__).resolve().parent / "libamd_smi.so"
+    libamd_smi_cwd = Path.cwd() / "libamd_smi.so"
+    possible_locations.append(libamd_smi_parent_dir)
+    possible_locations.append(libamd_smi_cwd)
+
+    for location in possible_locations:
+        try:
+            lib = ctypes.CDLL(location)
+            return lib, location
+        except OSError as e:
+            err = e
+            continue
+    raise err
+'''
+
+
+def _patched_loader(wrapper: str, tmp_path: Path) -> str:
+    """The wrapper after build.sh's own patch command (read from build.sh, so a lost --fuzz=0 shows here)."""
+    command = re.search(r'^\s*(patch .*) -d "\$tree" -i "\$RECIPE_DIR/\$patch_path"$',
+                        (REPO / "recipes/amdsmi/build.sh").read_text(), re.M).group(1).split()
+    (tmp_path / "amdsmi").mkdir()
+    (tmp_path / "amdsmi/amdsmi_wrapper.py").write_text(wrapper)
+    for patch in sorted((REPO / "patches/amdsmi").glob("*.patch")):
+        subprocess.run([*command, "-d", str(tmp_path), "-i", str(patch)], check=True, capture_output=True)
+    return (tmp_path / "amdsmi/amdsmi_wrapper.py").read_text()
+
+
+@pytest.mark.parametrize("layout", ["pypi-7.0.2", "therock-08514a6c"])
+def test_the_patch_puts_the_sdks_library_first_in_both_loader_layouts(layout, tmp_path):
+    """PyPI's 7.0.2 loader and TheRock's (rocm-systems 08514a6c, what rocm-sdk-core ships): the patched
+    find_smi_library compiles and tries the SDK's library before anything else. With one line of context and
+    patch's default fuzz, the hunk once landed at its stated line in TheRock's layout, inside the comment block
+    above the function: an IndentationError at `import amdsmi`, and no GPU for vLLM."""
+    with zipfile.ZipFile(io.BytesIO(wheel_file(AMDSMI))) as wheel:
+        wrapper = wheel.read("amdsmi/amdsmi_wrapper.py").decode()
+    if layout.startswith("therock"):
+        start = wrapper.index("# libamd_smi.so can be located")
+        end = wrapper.index("    raise err\n", start) + len("    raise err\n")
+        wrapper = wrapper[:start] + THEROCK_LOADER + wrapper[end:]
+    patched = _patched_loader(wrapper, tmp_path)
+    module = compile(patched, "amdsmi_wrapper.py", "exec", flags=ast.PyCF_ONLY_AST)
+    loader = next(node for node in module.body if isinstance(node, ast.FunctionDef) and node.name == "find_smi_library")
+    body = ast.get_source_segment(patched, loader)
+    assert body.index("possible_locations[:0] = ") < body.index("for location in possible_locations:")
+    assert "_rocm_sdk_core" in ast.get_source_segment(patched, loader.body[-3])  # the try block, just before the loop

@@ -250,6 +250,23 @@ def test_every_source_is_pinned():
                 assert "path" in source, (o.label, source)
 
 
+# Git sources that fetch their submodules, with why. rattler-build fetches every submodule of a git source unless
+# it says `submodules: false`: a download the recipe never names (recipe-review.md, hidden downloads), and for a
+# tree the build copies whole (aiter's 3rdparty/ into aiter_meta/) files shipped in the package.
+FETCHES_SUBMODULES = {
+    # not read at the pins (triton-lang/triton is too large to fetch here): left to rattler-build's default
+    "https://github.com/triton-lang/triton.git": "triton 675c5987's .gitmodules not read",
+    "https://github.com/triton-lang/llvm-project.git": "llvm-project has no submodules",
+}
+
+
+def test_git_sources_fetch_no_submodules_unless_declared():
+    for o in _all_rendered():
+        for source in o.rendered.get("source", []) or []:
+            if "git" in source and source["git"] not in FETCHES_SUBMODULES:
+                assert source.get("submodules") is False, (o.label, source["git"])
+
+
 def _unlocked_lock_artifact(output, source) -> bool:
     """A source whose url and sha256 are a lock key pair (KEY_url, KEY_sha256) with no sha256 locked yet."""
     return any(key.endswith("_url") and value == str(source["url"]) and output.variant.get(key[:-4] + "_sha256") == ""

@@ -338,7 +338,7 @@ def write_console_scripts(entry_points: str, prefix: Path, python_version: str) 
 def marker_environment(python_version: str) -> dict[str, str]:
     """PEP 508 marker values where the package is installed: Linux x86_64 (every repack recipe skips other
     platforms), CPython `python_version`, no extra asked for. The same values as orchestrate/pypi.py
-    marker_environment, which translates the PyPI table's Requires-Dist (tests/test_install_wheels_markers.py
+    marker_environment, which translates the PyPI table's Requires-Dist (tests/test_real_metadata.py
     holds the two together)."""
     return {"implementation_name": "cpython", "implementation_version": f"{python_version}.0", "os_name": "posix",
             "platform_machine": "x86_64", "platform_python_implementation": "CPython", "platform_release": "",

@@ -6,7 +6,7 @@ set -euo pipefail
 tree="$SRC_DIR/amd_smi"
 "$PYTHON" "$RECIPE_DIR/../_shared/rocm_wheels.py" amd-smi-tree "$tree" "$SRC_DIR/wheels/core"
 for patch_path in ${ROCM_STACK_PATCHES:-}; do
-    patch --forward --batch -p1 -d "$tree" -i "$RECIPE_DIR/$patch_path"
+    patch --forward --batch --fuzz=0 -p1 -d "$tree" -i "$RECIPE_DIR/$patch_path"
 done
 mkdir -p "$PREFIX/$SITE_PACKAGES"
 "$PYTHON" "$RECIPE_DIR/../_shared/rocm_wheels.py" install-tree "$PREFIX/$SITE_PACKAGES" "$PREFIX/bin" "$tree"
