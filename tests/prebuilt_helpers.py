@@ -373,13 +373,49 @@ TORCH_DEVICE_FAMILY = {"gfx1151": ("gfx115x", "gfx115x"), "gfx1100": ("gfx110x",
 TRITON_LOCAL = "git669b31ac"  # AMD's 10.1.0 triton: ROCm/triton 669b31ac (variants/prebuilt.yaml `triton` says why)
 
 
-def device_metadata(host: str, version: str, bundle: str, display: str, requires: list[str]) -> str:
-    """A device wheel's METADATA as the splitter writes it (generate_device_metadata in rocm_kpack's
-    wheel_splitter.py at rocm-systems 7d605fca): no license field, the host at exactly its version, then the
-    --device-requires-dist lines of TheRock's workflow (`rocm-sdk-device-@GFXARCH@ == <sdk>`)."""
-    return "\n".join(["Metadata-Version: 2.4", f"Name: {bundle}", f"Version: {version}",
-                      f"Summary: AMD device kernels ({display}) for {host}", f"Requires-Dist: {host} == {version}",
-                      *(f"Requires-Dist: {r}" for r in requires)]) + "\n"
+# TheRock's workflow passes the splitter --device-requires-dist "rocm-sdk-device-@GFXARCH@ == ${ROCM_SDK_VERSION}"
+# (https://github.com/ROCm/TheRock/blob/89553ce3746eda74ade42557470d25e37c91b6f0/.github/workflows/multi_arch_build_portable_linux_pytorch_wheels.yml,
+# "Split fat wheels (torch + torchvision)")
+DEVICE_REQUIRES_DIST = "rocm-sdk-device-@GFXARCH@ == {sdk}"
+# The display name the splitter puts in a family/sub-family device wheel's Summary (rocm_bootstrap.lookup_bundle(key)
+# .display_name in rocm-bootstrap 0.3.0, https://pypi.org/project/rocm-bootstrap/0.3.0/); a target's is its own name
+BUNDLE_DISPLAY = {"gfx115x": "RDNA3.5", "gfx110x": "RDNA3", "gfx12-0": "RDNA4"}
+
+
+def device_metadata(host: str, version: str, prefix: str, bundle: str, sdk: str, parents: list[str] | None) -> str:
+    """A device wheel's METADATA as rocm_kpack's splitter writes it: generate_device_metadata in
+    https://github.com/ROCm/rocm-systems/blob/2d9bbf453473e02359187472859c5e3e3d07489e/shared/kpack/python/rocm_kpack/wheel_splitter.py.
+    No license field; the host at exactly its version; for a TARGET bundle (`parents` a list), TheRock's
+    DEVICE_REQUIRES_DIST for it, then each family/sub-family bundle of its packaging chain that the split produced
+    (`parents`), at exactly the host's version; a family/sub-family bundle (`parents` None) gets no @GFXARCH@
+    requirement (rocm-sdk-device-* is published per target only: rocm-systems PR #5555, merged 2026-04). `bundle`
+    is the bundle's name in the dist name (gfx1151, gfx115x, gfx12-0). The parents' lines come from rocm-systems
+    PR #10685 (opened 2026-08-25); whether AMD's 10.1.0 wheels carry them is unverified (docs/index.md says
+    what would verify it)."""
+    target = parents is not None
+    lines = ["Metadata-Version: 2.4", f"Name: {prefix}-{bundle}", f"Version: {version}",
+             f"Summary: AMD device kernels ({bundle if target else BUNDLE_DISPLAY[bundle]}) for {host}",
+             f"Requires-Dist: {host} == {version}"]
+    if target:
+        lines.append("Requires-Dist: " + DEVICE_REQUIRES_DIST.format(sdk=sdk).replace("@GFXARCH@", bundle))
+        lines += [f"Requires-Dist: {prefix}-{parent} == {version}" for parent in parents]
+    return "\n".join(lines) + "\n"
+
+
+def torch_device_wheels(folder: Path, arch: str, torch_v: str, sdk: str) -> dict[str, Path]:
+    """AMD's torch device wheels for one target, by project: amd-torch-device-<arch> and, where AotritonHandler keys
+    its aotriton images to a family bundle, amd-torch-device-<family>, which the target's wheel requires."""
+    image_dir, family = TORCH_DEVICE_FAMILY[arch]
+    image = {f"torch/lib/aotriton.images/amd-{image_dir}/flash/attn_fwd/kernel.aks2": b"aks2"}
+    files = {f"torch/.kpack/torch_{arch}.kpack": f"kpack {arch}".encode(), **({} if family else image)}
+    wheels = {f"amd-torch-device-{arch}": make_wheel(
+        folder, f"amd-torch-device-{arch}", torch_v, CP312, files, license=False,
+        metadata=device_metadata("torch", torch_v, "amd-torch-device", arch, sdk, [family] if family else []))}
+    if family:
+        wheels[f"amd-torch-device-{family}"] = make_wheel(
+            folder, f"amd-torch-device-{family}", torch_v, CP312, image, license=False,
+            metadata=device_metadata("torch", torch_v, "amd-torch-device", family, sdk, None))
+    return wheels
 
 
 def torch_wheels(folder: Path, archs: list[str], torch: str = "2.14.0", sdk: str = "10.1.0",
@@ -410,27 +446,12 @@ def torch_wheels(folder: Path, archs: list[str], torch: str = "2.14.0", sdk: str
         "torchgen/__init__.py": "",
     }, metadata=torch_metadata, entry_points="[console_scripts]\ntorchrun = torch.distributed.run:main\n")]
     for arch in archs:
-        image_dir, family = TORCH_DEVICE_FAMILY[arch]
-        device_files = {f"torch/.kpack/torch_{arch}.kpack": f"kpack {arch}".encode()}
-        if family:
-            # unverified: at rocm-systems 7d605fca generate_device_metadata would also write
-            # `rocm-sdk-device-<family bundle> == <sdk>` into a family wheel; whether AMD's 10.1.0 family wheels
-            # carry it, `unzip -p` of amd_torch_device_gfx115x-2.14.0+rocm10.1.0-...whl's METADATA verifies
-            family_wheel = make_wheel(folder, f"amd-torch-device-{family}", torch_v, CP312, {
-                f"torch/lib/aotriton.images/amd-{image_dir}/flash/attn_fwd/kernel.aks2": b"aks2",
-            }, license=False, metadata=device_metadata("torch", torch_v, f"amd-torch-device-{family}", family, []))
-            wheels.setdefault(f"amd-torch-device-{family}", []).append(family_wheel)
-        else:
-            device_files[f"torch/lib/aotriton.images/amd-{image_dir}/flash/attn_fwd/kernel.aks2"] = b"aks2"
-        wheels[f"amd-torch-device-{arch}"] = [make_wheel(
-            folder, f"amd-torch-device-{arch}", torch_v, CP312, device_files, license=False,
-            metadata=device_metadata("torch", torch_v, f"amd-torch-device-{arch}", arch,
-                                     [f"rocm-sdk-device-{arch} == {sdk}"]))]
+        for project, wheel in torch_device_wheels(folder, arch, torch_v, sdk).items():
+            wheels.setdefault(project, []).append(wheel)
         wheels[f"amd-torchvision-device-{arch}"] = [make_wheel(
             folder, f"amd-torchvision-device-{arch}", vision_v, CP312,
             {f"torchvision/.kpack/torchvision_{arch}.kpack": b"kpack"}, license=False,
-            metadata=device_metadata("torchvision", vision_v, f"amd-torchvision-device-{arch}", arch,
-                                     [f"rocm-sdk-device-{arch} == {sdk}"]))]
+            metadata=device_metadata("torchvision", vision_v, "amd-torchvision-device", arch, sdk, []))]
     wheels["triton"] = [make_wheel(folder, "triton", triton_v, CP312, {
         "triton/__init__.py": f"__version__ = '{triton}'\n", "triton/backends/amd/__init__.py": ""},
         metadata=with_version(metadata(TRITON), "triton", triton_v))]

@@ -19,7 +19,9 @@ AMD's build tools write something else, and each of those differences is taken f
   https://github.com/ROCm/rocm-systems/blob/7d605fca43de8be3e8423ccfe60a9328d8b5698e/shared/kpack/python/rocm_kpack/wheel_splitter.py,
   whose output TheRock's own test shows for a real torch
   (https://github.com/ROCm/TheRock/blob/9553e58e49ee0fa9684eb399ab81a7f8b856975b/build_tools/packaging/tests/promote_keep_list_test.py,
-  get_multi_arch_metadata_torch_archs_body).
+  get_multi_arch_metadata_torch_archs_body). _rewrite_host_metadata is the same at rocm-systems 2d9bbf45, the
+  newest stored version, whose generate_device_metadata the device wheels follow (tests/prebuilt_helpers.py
+  device_metadata).
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import yaml
 
 from orchestrate.pypi import conda_depends, marker_environment
 from orchestrate.pypi_table import load_table
-from prebuilt_helpers import make_wheel
+from prebuilt_helpers import make_wheel, torch_device_wheels
 from real_metadata import ROCM_BOOTSTRAP, TORCHVISION, TRITON, metadata, requires_dist, splitter_lines, with_version
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,8 +34,9 @@ def prebuilt_output(name: str) -> dict:
     return next(o for o in PREBUILT["outputs"] if o["package"]["name"] == name)
 
 
-def install(wheel: Path, prefix: Path, python_version: str, satisfied_by: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(INSTALLER), str(wheel)], capture_output=True, text=True,
+def install(wheels: Path | list[Path], prefix: Path, python_version: str, satisfied_by: str) -> subprocess.CompletedProcess:
+    wheels = wheels if isinstance(wheels, list) else [wheels]
+    return subprocess.run([sys.executable, str(INSTALLER), *map(str, wheels)], capture_output=True, text=True,
                           env={"PREFIX": str(prefix), "PYTHON_VERSION": python_version, "SATISFIED_BY": satisfied_by})
 
 
@@ -89,6 +91,30 @@ def test_rocm_bootstrap_is_its_own_package_pinned_to_the_real_wheel():
     requires_python = next(line.split(":", 1)[1].strip() for line in real.splitlines() if line.startswith("Requires-Python:"))
     assert list(entry.depends) == conda_depends(requires_dist(real), requires_python, True, "3.12", table)
     assert "rocm-bootstrap" not in installer().CONDA_NAMES
+
+
+@pytest.mark.parametrize("arch, family", [("gfx1151", "gfx115x"), ("gfx1201", "gfx12-0")])
+def test_the_pytorch_repack_installs_the_family_wheel_the_target_device_wheel_requires(tmp_path, arch, family):
+    """rocm_kpack's splitter makes a target's device wheel require the family wheel of its packaging chain at the
+    host's exact version (generate_device_metadata, prebuilt_helpers.device_metadata says where), and the family
+    wheel requires no rocm-sdk-device-<family>, which AMD does not publish. The `pytorch` output installs both, and
+    its check counts the family wheel (amd_torch_device_gfx12_0-...whl, Name amd-torch-device-gfx12-0) as the
+    requirement's provider; without it the build stops naming the family wheel."""
+    version = "2.14.0+rocm10.1.0"
+    wheels = torch_device_wheels(tmp_path / "wheels", arch, version, "10.1.0")
+    target, family_wheel = wheels[f"amd-torch-device-{arch}"], wheels[f"amd-torch-device-{family}"]
+    requirement = f"amd-torch-device-{family} == {version}"
+    with zipfile.ZipFile(target) as zf:
+        assert requirement in requires_dist(zf.read(f"amd_torch_device_{arch}-{version}.dist-info/METADATA").decode())
+    with zipfile.ZipFile(family_wheel) as zf:
+        [metadata_file] = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        assert requires_dist(zf.read(metadata_file).decode()) == [f"torch == {version}"]
+    satisfied_by = prebuilt_output("pytorch")["build"]["script"]["env"]["SATISFIED_BY"].replace("${{ gpu_arch }}", arch)
+    done = install([target, family_wheel], tmp_path / "both", "3.12", satisfied_by)
+    assert done.returncode == 0, done.stderr
+    alone = install([target], tmp_path / "alone", "3.12", satisfied_by)
+    assert alone.returncode == 1 and "Traceback" not in alone.stderr
+    assert f"requires {requirement}, which no run requirement" in alone.stderr
 
 
 @pytest.mark.parametrize("output", ["pytorch-base", "torchvision"])
