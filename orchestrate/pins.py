@@ -478,7 +478,7 @@ def show(report: dict, reporter: Reporter) -> None:
         summary.append(f"broken couplings: {', '.join(broken)}")
     if failed:
         summary.append(f"lookups failed: {', '.join(failed)}")
-    reporter.line("; ".join(summary))
+    reporter.paragraph("; ".join(summary))
 
 
 def _source_text(source: dict | None) -> str:

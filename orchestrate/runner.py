@@ -75,7 +75,7 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
     """The plan for the named packages and what they need; with none named, the default target's closure
     (plus `also`), or every recipe with `everything` or where the workspace has no default target."""
     table = ArchitectureTable.load(options.variants_dir)
-    arch = table.get(choose_arch(options.arch, table))
+    arch = table.get(choose_arch(options.arch, table, options.arch_given_by))
     set_build_knobs(options)
     choice = variant_choice(options, table, arch)
     config = choice.config

@@ -91,8 +91,9 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the shared channel teammates install from (http(s)://, s3://, file://, a path)")
     parser.add_argument("--arch", help="pin the GPU-specific packages to this architecture's builds")
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR", help="workspace whose architecture table to use")
-    parser.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
-    parser.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
+    written = parser.add_mutually_exclusive_group()  # --print writes no file: an --output beside it would be ignored
+    written.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
+    written.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
     parser.add_argument("--force", action="store_true", help="replace an --output file an earlier consumer-manifest wrote (never another file)")
 
 
