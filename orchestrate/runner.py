@@ -454,7 +454,8 @@ def summarize(steps: list[Step], reporter: Reporter, arch: str) -> None:
          "; ".join(s.reasons)]
         for s in steps
     ]
-    reporter.table(f"Summary for {arch}", ["package", "version", "build", "result", "time", "why"], rows)
+    reporter.table(f"Summary for {arch}", ["package", "version", "build", "result", "time", "why"], rows,
+                   droppable=["time", "build"])  # the result stays in its column
     counts = {}
     for s in steps:
         counts[s.state] = counts.get(s.state, 0) + 1
