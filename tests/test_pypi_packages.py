@@ -165,6 +165,23 @@ def test_add_pins_the_file_by_sha256_with_dependencies_from_its_metadata(index, 
     assert code == 2 and "PyPI has no demo-pkg 9.9" in out and len(out.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("arguments, said", [
+    (["--version-key", "demo_version"], "--version-key demo_version is not a key of variants/shared.yaml"),
+    (["--conda-name", "Demo Pkg"], "argument --conda-name: 'Demo Pkg' is not a conda package name"),
+    (["--license-file", "no-such-LICENSE"], "--license-file no-such-LICENSE is not a file"),
+], ids=["version key shared.yaml lacks", "conda name with a space", "license file not there"])
+def test_add_refuses_a_wrong_option_in_one_line_writing_nothing(index, pypi_workspace, capsys, arguments, said):
+    """Each was written into the table (a version_key nothing pins, a package name conda refuses) or named wrongly."""
+    url, _ = index
+    table = (pypi_workspace / "variants" / "pypi.yaml").read_text()
+    try:
+        code, out = run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi", *arguments)
+    except SystemExit as stopped:  # argparse's refusal
+        code, out = stopped.code, capsys.readouterr().err
+    assert code == 2 and out.count("\n") == 1 and said in out, out
+    assert (pypi_workspace / "variants" / "pypi.yaml").read_text() == table
+
+
 def test_repackaged_wheel_builds_offline_installs_and_imports(index, pypi_workspace, capsys, tmp_path):
     url, _ = index
     assert run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi")[0] == 0
