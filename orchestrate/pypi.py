@@ -176,9 +176,6 @@ def run(args, reporter) -> int:
     pypi_url = web.pypi_base(args.pypi_url)
     shared = read_mapping(variants_dir / SHARED_VARIANTS_FILE)
     python = str((shared.get("python") or ["3.12"])[0] if isinstance(shared.get("python"), list) else shared.get("python") or "3.12")
-    if args.version_key and args.version_key not in shared:  # checked before PyPI is asked, and nothing written
-        raise UserError(f"--version-key {args.version_key} is not a key of variants/{SHARED_VARIANTS_FILE}: pass one it "
-                        "has (e.g. flydsl_version), or leave it out")
     table = load_table(variants_dir)
     json_url = f"{pypi_url}/{name}/json"
     try:
