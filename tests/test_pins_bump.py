@@ -34,6 +34,13 @@ def workspace(world, tmp_path, monkeypatch):
     return bump_workspace(world, tmp_path / "ws")
 
 
+@pytest.fixture(autouse=True)
+def wide(monkeypatch):
+    """One line per table row, as on a wide terminal: the tests read rows (tests/test_user_paths.py checks that the
+    tables fit 80 columns)."""
+    monkeypatch.setenv("COLUMNS", "1000")
+
+
 def bump(capsys, world: World, workspace, *args: str):
     capsys.readouterr()
     code = main(["pins", "--workspace", str(workspace), "--bump", "--timeout", "5", "--pypi-url", world.pypi_url,
@@ -458,7 +465,7 @@ def test_pins_reads_vllms_torch_from_the_wheel_not_the_json_api(world, workspace
 def test_bump_options_without_bump_are_a_usage_error(capsys):
     capsys.readouterr()
     assert main(["pins", "--write"]) == 2
-    assert capsys.readouterr().err.strip() == "error: --write work with --bump only: add --bump"
+    assert capsys.readouterr().err.strip() == "error: --write works with --bump only: add --bump"
 
 
 def test_aiter_is_coupled_to_the_aiter_vllms_rocm_images_build(world, workspace, capsys):
