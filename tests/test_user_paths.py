@@ -460,5 +460,7 @@ def test_the_documented_exit_codes_are_the_ones_given():
     failing = (REPO / "docs" / "when-something-fails.md").read_text()
     assert "**2** stopped before doing anything" in failing and "**1** the work ran and something in it failed" in failing
     assert "The index unreachable: one line, nothing written, exit 2" in failing
+    versions = " ".join((REPO / "docs" / "versions.md").read_text().split())
+    assert "The index unreachable is one line, nothing written, exit 2." in versions  # it was listed under exit 1
     assert "exits 2 with one line, writing nothing, when the page cannot be written" in \
         " ".join((REPO / "docs" / "sharing.md").read_text().split())
