@@ -86,6 +86,20 @@ def test_every_flag_the_docs_show_is_one_its_command_takes():
     assert not wrong, "documented flags the commands do not take:\n" + "\n".join(wrong)
 
 
+def test_every_command_a_message_suggests_takes_the_flags_it_names():
+    """The code's own hints (run `orchestrate pins --lock`, a fix naming a command): `detect` once suggested
+    `detect --arch`, which it refused."""
+    known, wrong, seen = command_flags(), [], 0
+    files = [*(REPO / "orchestrate").rglob("*.py"), *(REPO / "recipes/rocm-stack-check/src").rglob("*.py")]
+    for path in files:
+        for span in re.findall(r"`([^`\n]*(?:orchestrate|rocm-stack-check) [^`\n]*)`", path.read_text()):
+            for line, flags in shown_commands(f"`{span}`"):
+                seen += 1
+                command = _command(known, line)
+                wrong += [f"{path.relative_to(REPO)}: `{span}`" for flag in flags if flag not in known[command]]
+    assert seen > 50 and not wrong, wrong
+
+
 def test_every_flag_the_workflow_and_the_pixi_tasks_pass_or_name_is_real():
     """CI's `run:` lines, and each pixi task's command with the flags its description offers (`pixi run doctor
     --arch A`)."""
