@@ -299,7 +299,7 @@ def cmd_list(args, reporter: Reporter) -> int:
 
 def _show_benchmarks(options: Options, reporter: Reporter) -> None:
     for line in benchlog.summary_lines(options.logs_dir):
-        reporter.line(line)
+        reporter.item(line, hanging=len(line) - len(line.lstrip()) + 4)  # an architecture's line wraps under itself
 
 
 def cmd_fetch(args, reporter: Reporter) -> int:
