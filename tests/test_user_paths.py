@@ -326,18 +326,22 @@ def test_the_container_recipe_is_what_consumer_manifest_writes(tmp_path):
 # -- each finding of issue 32, as the user sees it ------------------------------------------------------------------
 
 @pytest.mark.parametrize("dry", [[], ["--dry-run"]], ids=["build", "dry run"])
-@pytest.mark.parametrize("kind", ["unmounted", "not a channel"])
+@pytest.mark.parametrize("kind", ["unmounted", "not a channel", "no answer"])
 def test_a_missing_cache_channel_stops_before_anything_is_built(machine, tmp_path, kind, dry):
-    """A dry run too: it would show every package as built here, where the cache that would give them is not there."""
+    """Every form, named as the cache channel it is: a dry run too, which would show every package as built here."""
+    import socket
+
     where = tmp_path / "mnt" / "team" / "rocm-stack"
     if kind == "not a channel":
         where.mkdir(parents=True)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/rocm-stack" if kind == "no answer" else where.as_uri()
     local = tmp_path / "local"
-    result = orchestrate("build-all", "--arch", "gfx1151", "--channel", local, "--cache-channel", where.as_uri(), *dry,
-                         cwd=machine)
+    result = orchestrate("build-all", "--arch", "gfx1151", "--channel", local, "--cache-channel", url, *dry, cwd=machine)
     assert result.code == 2 and result.err.count("\n") == 1
-    assert result.err.startswith(f"error: cache channel {where.as_uri()}")
-    assert ("mount it" if kind == "unmounted" else "is not a channel") in result.err
+    assert result.err.startswith(f"error: cache channel {url}") and "drop that --cache-channel" in result.err
+    assert {"unmounted": "mount it", "not a channel": "is not a channel", "no answer": "cannot reach"}[kind] in result.err
     assert not local.exists() and "built" not in result.out
 
 
