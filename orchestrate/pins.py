@@ -33,7 +33,6 @@ from .web import DEFAULT_PYPI_URL, PYPI_URL_ENV, Unreachable
 from .upstreams import ADVISORY, Component, Coupling, Pins, ReleaseSource, Upstreams, parse_version, read_pins
 
 GIT_BASE_ENV = "ORCHESTRATE_GIT_BASE"
-AMD_INDEX_ENV = "ORCHESTRATE_AMD_INDEX"  # where `pins` reads AMD's releases (default: variants/prebuilt.yaml's index)
 DEFAULT_GIT_BASE = "https://github.com"
 DEFAULT_TIMEOUT = 10.0
 # States of a component row, as a user reads them.
@@ -94,7 +93,7 @@ def run(args, reporter: Reporter) -> int:
         raise UserError(f"--timeout {args.timeout} must be a positive number of seconds")
     upstreams = Upstreams.load(workspace / "variants")
     pins = read_pins(workspace, upstreams, arch_from(args.arch, load_config(workspace)))
-    amd_index("")  # a $ORCHESTRATE_AMD_INDEX that is no URL stops here, before the lookups
+    amd.index_to_read("")  # a $ORCHESTRATE_AMD_INDEX that is no URL stops here, before the lookups
     lookups = look_up(upstreams, pins, pypi_url, git_base, args.timeout)
     if lookups and all(lk.unreachable for lk in lookups.values()):
         raise UserError(f"cannot reach PyPI or GitHub ({pypi_url}, {git_base}): check the network or a proxy")
@@ -138,14 +137,6 @@ def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = package
     return result.problems
 
 
-def amd_index(declared: str) -> str:
-    """The AMD index `pins` and `pins --bump` read: $ORCHESTRATE_AMD_INDEX, else the one variants/prebuilt.yaml
-    declares (`pins --lock` locks that one, whose URLs the lock records)."""
-    given = os.environ.get(AMD_INDEX_ENV)
-    return web.http_url(given, f"${AMD_INDEX_ENV}", f"an index like {declared or 'https://host/simple/'} (or unset it)"
-                        ) if given else declared
-
-
 def lock_first(options: Options, plan, reporter: Reporter) -> bool:
     """build-all on a networked run with an incomplete lock: lock first, saying so. True when it locked."""
     prebuilt = plan.choice.prebuilt if plan.choice else None
@@ -169,7 +160,7 @@ def amd_index_rows(workspace: Path, pins: Pins, timeout: float) -> list[dict]:
     rocm_pin = pins.versions.get("rocm_sdk_version", "")
     # AMD's index serves the prebuilt path's torch; the source path's pin is another release
     torch_pin = pins.versions.get("prebuilt_pytorch_version") or pins.versions.get("pytorch_version", "")
-    index = amd_index(prebuilt.index)
+    index = amd.index_to_read(prebuilt.index)
     rows = []
     for label, project, pinned, line in (
             ("ROCm (rocm)", "rocm", rocm_pin, None),

@@ -20,7 +20,7 @@ from .. import prebuilt as amd
 from .. import web
 from ..errors import UserError
 from ..options import arch_from, find_workspace, load_config
-from ..pins import DEFAULT_GIT_BASE, GIT_BASE_ENV, amd_index
+from ..pins import DEFAULT_GIT_BASE, GIT_BASE_ENV
 from ..ui import Reporter
 from ..upstreams import Upstreams, read_pins
 from . import report, write
@@ -111,7 +111,7 @@ def make_world(args, workspace: Path) -> World:
     if raw_base:
         web.http_url(raw_base, "--raw-base" if args.raw_base else f"${RAW_BASE_ENV}", f"one like {DEFAULT_RAW_BASE}")
     declared = amd.Prebuilt.load(workspace / "variants")
-    index = amd_index(declared.index if declared else "")
+    index = amd.index_to_read(declared.index if declared else "")
     return World(web.pypi_base(args.pypi_url), git_base, raw_base.rstrip("/") if raw_base else None,
                  index, args.timeout)
 
