@@ -307,7 +307,8 @@ CONFIG_KEYS = (
     ConfigKey("compiler_launcher", str, f'{" or ".join(COMPILER_LAUNCHERS)}, e.g. compiler_launcher = "ccache"',
               "the compiler cache in front of every compile", default="none", flag="--compiler-launcher",
               check=compiler_launcher),
-    ConfigKey("package_format", str, 'a package format, e.g. package_format = "conda:9"',
+    ConfigKey("package_format", str, '"conda", "conda:<level -7..22>", "tar-bz2" or "tar-bz2:<level 1..9>", e.g. '
+              'package_format = "conda:9"',
               "the packages' format and level: `\"conda\"`, `\"conda:<-7..22>\"`, `\"tar-bz2\"`, `\"tar-bz2:<1..9>\"` "
               "(the default: 1.7× pip's time to repackage the torch wheel against 5.3× at rattler-build's default "
               "level, for 1.9% more size; see [How long repackaging takes]"
