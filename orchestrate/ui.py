@@ -27,10 +27,17 @@ def format_bytes(count: int) -> str:
     return f"{count / GIB:.1f} GiB" if count >= GIB / 10 else f"{count / 2**20:.0f} MiB"
 
 
+# The narrowest width text is laid out for: rich prints nothing at all at $COLUMNS=0 (some CI runners set it), and a
+# terminal narrower than this fits no table; it wraps the lines instead.
+MIN_WIDTH = 40
+
+
 class Reporter:
     def __init__(self, quiet: bool = False):
         self.console = Console(highlight=False, soft_wrap=True)
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        for console in (self.console, self.err):
+            console.width = max(console.width, MIN_WIDTH)
         self.quiet = quiet
         self.fancy = self.console.is_terminal and not quiet
 

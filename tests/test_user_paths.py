@@ -290,6 +290,16 @@ def test_every_command_s_output_fits_the_width_with_names_and_builds_whole(quick
             assert {e.name for e in entries} | {e.build for e in entries} <= words, command
 
 
+@pytest.mark.parametrize("columns", ["0", "20"])
+def test_plan_at_a_width_too_narrow_for_any_table_still_prints_every_row(columns):
+    """$COLUMNS=0 (some CI runners set it) made rich print nothing and textwrap raise: laid out at 40 columns instead."""
+    result = orchestrate("plan", "--arch", "gfx1151", cwd=REPO, env={"COLUMNS": columns})
+    assert result.code == 0 and result.err == ""
+    names = {line.split()[0] for line in result.out.splitlines() if line and not line.startswith(" ")}
+    assert {"rocm-sdk-device-gfx1151", "model-hosting-container-standards", "flash-attn"} <= names
+    assert re.search(r"^\d+ package\(s\) to build", result.out, re.M)
+
+
 def test_plan_on_a_terminal_fits_80_columns():
     """On a terminal (rich's TTY_COMPATIBLE forces one): styled, and no line past 80 columns."""
     result = orchestrate("plan", "--arch", "gfx1151", cwd=REPO, env={"COLUMNS": "80", "TTY_COMPATIBLE": "1",
