@@ -242,12 +242,16 @@ def support_table_markdown(table: ArchitectureTable) -> str:
     return "\n".join(lines)
 
 
-def choose_arch(explicit: str | None, table: ArchitectureTable) -> str:
-    """The architecture a build is for: --arch, else $ORCHESTRATE_ARCH, else this machine's GPU; one the table knows."""
+def choose_arch(explicit: str | None, table: ArchitectureTable, given_by: str = "") -> str:
+    """The architecture a build is for: --arch, else $ORCHESTRATE_ARCH, else this machine's GPU; one the table knows.
+    An unknown one is named where it is written (`given_by`: options.arch_given_by)."""
     name = explicit or os.environ.get(ARCH_ENV) or detect.detect_gpu_arch()
     if not name:
         raise UserError(
             f"no AMD GPU found and no architecture given: pass --arch or set {ARCH_ENV} "
             f"to one of {', '.join(table.names())}"
         )
-    return table.get(name).name
+    try:
+        return table.get(name).name
+    except UserError as exc:
+        raise UserError(f"{given_by}: {exc}" if given_by else str(exc)) from None

@@ -16,7 +16,7 @@ from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
 from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
                       compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
-                      options_from_args)
+                      options_from_args, source_channel)
 from .share import COMMANDS as SHARING
 from .share import shared_channel
 from .share.page.command import COMMAND as PAGE
@@ -55,7 +55,7 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
     parser.add_argument("--arch", help=ARCH_HELP)
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
                         help=f"override a variant key, e.g. --variant {VARIANT_EXAMPLE}")
-    parser.add_argument("--source-channel", action="append", metavar="URL",
+    parser.add_argument("--source-channel", action="append", type=source_channel, metavar="URL",
                         help="channel for dependencies that are not ours (repeatable; default: conda-forge)")
     parser.add_argument("--no-source-channels", action="store_true", help="use no channel but the local one")
     parser.add_argument("--source-cache", type=folder, metavar="DIR",
@@ -207,10 +207,10 @@ def cmd_build(args, reporter: Reporter) -> int:
     options = options_from_args(args)
     packages = getattr(args, "packages", None)
     plan = _make_plan(args, options)
+    caches = _caches(options)  # a cache channel that is not there stops the run (a dry one too) before any build
     if options.dry_run:
         show_plan(plan, reporter)
         return 0
-    caches = _caches(options)  # a cache channel that is not there stops the run before anything is built
     channel = Channel(options.channel)
     stops.describe(lambda: f"{len(channel.entries_present())} package(s) are in channel {channel.path} and stay there")
     if any(s.state == runner.BUILD for s in plan.steps) or channel.exists():
@@ -287,7 +287,8 @@ def cmd_list(args, reporter: Reporter) -> int:
     # A missing or damaged package is shown, but not counted: build-all takes it again or rebuilds it.
     rows += [[manifest[f].arch, manifest[f].name, manifest[f].version, manifest[f].build, why, "-"]
              for f, why in sorted(unsound.items())]
-    reporter.table(f"Channel {channel.path}", ["arch", "package", "version", "build", "input hash", "from"], rows)
+    reporter.table(f"Channel {channel.path}", ["arch", "package", "version", "build", "input hash", "from"], rows,
+                   droppable=["input hash"])
     counts = [f"{arch}: {n} package(s)" for arch, n in sorted(by_arch.items())]
     if unsound:
         counts.append(f"{len(unsound)} missing or damaged (`orchestrate build-all` replaces them)")
@@ -298,7 +299,7 @@ def cmd_list(args, reporter: Reporter) -> int:
 
 def _show_benchmarks(options: Options, reporter: Reporter) -> None:
     for line in benchlog.summary_lines(options.logs_dir):
-        reporter.line(line)
+        reporter.item(line, hanging=len(line) - len(line.lstrip()) + 4)  # an architecture's line wraps under itself
 
 
 def cmd_fetch(args, reporter: Reporter) -> int:

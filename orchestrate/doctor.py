@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 
 from . import detect, glibc, runner, web
 from .architectures import (ARCH_OVERRIDE_ENV, FLASH_ATTN_BACKENDS, GPU_OVERRIDE_ENV, GPU_OVERRIDE_ON, Architecture,
-                            SHARED_VARIANTS_FILE, ArchitectureTable, override_hint)
+                            SHARED_VARIANTS_FILE, ArchitectureTable, choose_arch, override_hint)
 from .channels import FIX_CHANNEL, base_url, local_folder
 from .diagnose import FIX_SOURCE
 from .errors import UserError
@@ -106,7 +106,7 @@ def run_doctor(options: Options, machine: Machine | None = None, probe: Probe | 
     table = ArchitectureTable.load(options.variants_dir)
     chosen = options.arch  # --arch, orchestrate.toml, $ORCHESTRATE_ARCH (options.arch_from)
     if chosen:
-        table.get(chosen)  # an unknown --arch is a usage error, as everywhere else
+        choose_arch(chosen, table, options.arch_given_by)  # an unknown one is a usage error, as everywhere else
     detected = detect.detect_gpu_arch(machine.kfd_nodes)
     here = table.architectures.get(detected or "")
     arch = table.architectures.get(chosen or "") or here
@@ -151,8 +151,8 @@ def run(args, reporter) -> int:
         reporter.line(json.dumps(report(arch, checks), indent=2))
     else:
         for check in checks:
-            reporter.line(check.line())
-        reporter.line(summary_line(arch, checks))
+            reporter.item(check.line(), hanging=16)  # under the detail, after status and name
+        reporter.paragraph(summary_line(arch, checks))
     return 0 if all(c.status != FAIL for c in checks) else 1
 
 

@@ -33,6 +33,7 @@ class Options:
     workspace: Path
     channel: Path
     arch: str | None = None
+    arch_given_by: str = ""  # where `arch` is written when not by --arch (arch_given_by), for an error naming it
     source_channels: list[str] = field(default_factory=lambda: list(DEFAULT_SOURCE_CHANNELS))
     cache_channels: list[str] = field(default_factory=list)
     variant_overrides: dict[str, str] = field(default_factory=dict)
@@ -204,6 +205,19 @@ def existing_folder(text: str) -> Path:
     return path
 
 
+def source_channel(text: str) -> str:
+    """A channel dependencies come from, as pixi writes one (orchestrate/channels.py): a name (`conda-forge`,
+    `my-org/label`), a URL a conda client reads (file://, http(s)://, s3://) or a folder; as written."""
+    url = URL.fullmatch(text)
+    wanted = f"a channel name (conda-forge), a URL ({', '.join(s + '://' for s in CHANNEL_SCHEMES)}) or a folder"
+    if url and url[1].lower() not in CHANNEL_SCHEMES:
+        raise argparse.ArgumentTypeError(f"{text!r}: {url[1]}:// is not taken here: pass {wanted}")
+    name = not url and not text.startswith(PATH_START)  # a channel name has no spaces; a folder may
+    if not text.strip() or (name and (len(text.split()) > 1 or url_written_wrong(text, set(CHANNEL_SCHEMES)))):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a channel: pass {wanted}")
+    return text
+
+
 # Where a package server is written to: `publish`, `verify --from` and --cache-channel take these besides a channel.
 PACKAGE_SERVER_SCHEMES = ("prefix", "quetz", "artifactory", "anaconda")
 # A channel publish writes, or verify and --cache-channel read: a folder or a URL share/targets.py knows.
@@ -278,7 +292,7 @@ CONFIG_KEYS = (
               f"the GPU architecture to build for (else `${ARCH_ENV}`, else detected)", flag="--arch"),
     ConfigKey("source_channels", list, 'a list of channels, e.g. source_channels = ["conda-forge"]',
               "where dependencies come from (see [Channel names](#channel-names))",
-              default='`["conda-forge"]`', flag="--source-channel, --no-source-channels"),
+              default='`["conda-forge"]`', flag="--source-channel, --no-source-channels", check=source_channel),
     ConfigKey("cache_channels", list, 'a list of channels, e.g. cache_channels = ["s3://team/rocm-stack"]',
               "shared channels looked up by input hash before building (see [The shared channel as a build cache]"
               "(sharing.md#the-shared-channel-as-a-build-cache))",
@@ -293,7 +307,8 @@ CONFIG_KEYS = (
     ConfigKey("compiler_launcher", str, f'{" or ".join(COMPILER_LAUNCHERS)}, e.g. compiler_launcher = "ccache"',
               "the compiler cache in front of every compile", default="none", flag="--compiler-launcher",
               check=compiler_launcher),
-    ConfigKey("package_format", str, 'a package format, e.g. package_format = "conda:9"',
+    ConfigKey("package_format", str, '"conda", "conda:<level -7..22>", "tar-bz2" or "tar-bz2:<level 1..9>", e.g. '
+              'package_format = "conda:9"',
               "the packages' format and level: `\"conda\"`, `\"conda:<-7..22>\"`, `\"tar-bz2\"`, `\"tar-bz2:<1..9>\"` "
               "(the default: 1.7× pip's time to repackage the torch wheel against 5.3× at rattler-build's default "
               "level, for 1.9% more size; see [How long repackaging takes]"
@@ -417,11 +432,21 @@ ARGUMENT_DEFAULTS = {"arch": None, "variant": [], "source_channel": None, "no_so
 ARCH_HELP = f"GPU architecture, e.g. gfx1151 (default: orchestrate.toml's arch, else ${ARCH_ENV}, else detected)"
 
 
+def _arch_sources(flag: str | None, config: dict, workspace: Path) -> list[tuple[str | None, str]]:
+    return [(flag, ""), (config.get("arch"), f"{workspace / CONFIG_FILE}: arch"), (os.environ.get(ARCH_ENV), f"${ARCH_ENV}")]
+
+
 def arch_from(flag: str | None, config: dict) -> str | None:
     """The architecture a command is given: --arch, else orchestrate.toml's arch, else $ORCHESTRATE_ARCH; None
     leaves it to detection (architectures.choose_arch). The one reader of ORCHESTRATE_ARCH for every command
     whose --arch help names it (ARCH_HELP)."""
-    return flag or config.get("arch") or os.environ.get(ARCH_ENV) or None
+    return next((value for value, _ in _arch_sources(flag, config, Path()) if value), None)
+
+
+def arch_given_by(flag: str | None, config: dict, workspace: Path) -> str:
+    """Where arch_from's architecture is written (the file and key, or the variable), so that an unknown one is
+    named there; "" for --arch, which the error names itself."""
+    return next((where for value, where in _arch_sources(flag, config, workspace) if value), "")
 
 
 def options_from_args(args: argparse.Namespace) -> Options:
@@ -439,6 +464,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         workspace=workspace,
         channel=channel.resolve(),
         arch=arch_from(args.arch, config),
+        arch_given_by=arch_given_by(args.arch, config, workspace),
         source_channels=list(sources),
         cache_channels=list(args.cache_channel or [anchored(c, workspace) for c in config.get("cache_channels", [])]),
         variant_overrides=parse_variant_overrides(args.variant),

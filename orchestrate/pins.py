@@ -33,7 +33,6 @@ from .web import DEFAULT_PYPI_URL, PYPI_URL_ENV, Unreachable
 from .upstreams import ADVISORY, Component, Coupling, Pins, ReleaseSource, Upstreams, parse_version, read_pins
 
 GIT_BASE_ENV = "ORCHESTRATE_GIT_BASE"
-AMD_INDEX_ENV = "ORCHESTRATE_AMD_INDEX"  # where `pins` reads AMD's releases (default: variants/prebuilt.yaml's index)
 DEFAULT_GIT_BASE = "https://github.com"
 DEFAULT_TIMEOUT = 10.0
 # States of a component row, as a user reads them.
@@ -94,6 +93,7 @@ def run(args, reporter: Reporter) -> int:
         raise UserError(f"--timeout {args.timeout} must be a positive number of seconds")
     upstreams = Upstreams.load(workspace / "variants")
     pins = read_pins(workspace, upstreams, arch_from(args.arch, load_config(workspace)))
+    amd.index_to_read("")  # a $ORCHESTRATE_AMD_INDEX that is no URL stops here, before the lookups
     lookups = look_up(upstreams, pins, pypi_url, git_base, args.timeout)
     if lookups and all(lk.unreachable for lk in lookups.values()):
         raise UserError(f"cannot reach PyPI or GitHub ({pypi_url}, {git_base}): check the network or a proxy")
@@ -160,7 +160,7 @@ def amd_index_rows(workspace: Path, pins: Pins, timeout: float) -> list[dict]:
     rocm_pin = pins.versions.get("rocm_sdk_version", "")
     # AMD's index serves the prebuilt path's torch; the source path's pin is another release
     torch_pin = pins.versions.get("prebuilt_pytorch_version") or pins.versions.get("pytorch_version", "")
-    index = os.environ.get(AMD_INDEX_ENV) or prebuilt.index
+    index = amd.index_to_read(prebuilt.index)
     rows = []
     for label, project, pinned, line in (
             ("ROCm (rocm)", "rocm", rocm_pin, None),
@@ -478,7 +478,7 @@ def show(report: dict, reporter: Reporter) -> None:
         summary.append(f"broken couplings: {', '.join(broken)}")
     if failed:
         summary.append(f"lookups failed: {', '.join(failed)}")
-    reporter.line("; ".join(summary))
+    reporter.paragraph("; ".join(summary))
 
 
 def _source_text(source: dict | None) -> str:

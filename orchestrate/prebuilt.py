@@ -9,6 +9,7 @@ refuses to download it (runner.check_sources_pinned).
 from __future__ import annotations
 
 import datetime
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,3 +362,14 @@ def _first(value: Any) -> Any:
 def _python_tag(values: dict[str, Any]) -> str:
     python = str(_first(values.get("python", "3.12")))
     return "cp" + python.replace(".", "")[:3]
+
+
+AMD_INDEX_ENV = "ORCHESTRATE_AMD_INDEX"  # where `pins` reads AMD's releases (default: variants/prebuilt.yaml's index)
+
+
+def index_to_read(declared: str) -> str:
+    """The AMD index `pins` and `pins --bump` read: $ORCHESTRATE_AMD_INDEX, else the one variants/prebuilt.yaml
+    declares (`pins --lock` locks that one, whose URLs the lock records)."""
+    given = os.environ.get(AMD_INDEX_ENV)
+    return web.http_url(given, f"${AMD_INDEX_ENV}", f"an index like {declared or 'https://host/simple/'} (or unset it)"
+                        ) if given else declared

@@ -139,13 +139,24 @@ def wheel_metadata(wheel: bytes) -> tuple[dict, list[str]]:
 
 # --- `orchestrate pypi add NAME==VERSION` ----------------------------------------------------------
 
+# A conda package name: lowercase letters, digits, `-`, `_` and `.` (conda-build's and rattler's rule).
+CONDA_NAME = re.compile(r"[a-z0-9_][a-z0-9_.-]*")
+
+
+def conda_name(text: str) -> str:
+    if not CONDA_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a conda package name: pass lowercase letters, digits, "
+                                         "'-', '_' and '.', e.g. flydsl")
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="pypi_command", required=True)
     add = sub.add_parser("add", help="write or refresh a variants/pypi.yaml entry from PyPI (file, sha256, dependencies)")
     add.add_argument("requirement", metavar="NAME==VERSION", help="the PyPI project and the version to pin")
     add.add_argument("--workspace", type=existing_folder, metavar="DIR",
                      help="folder with recipes/ and variants/ (default: found from here)")
-    add.add_argument("--conda-name", help="the conda package name (default: the normalized PyPI name, or the "
+    add.add_argument("--conda-name", type=conda_name, help="the conda package name (default: the normalized PyPI name, or the "
                                           "table's `names` mapping)")
     add.add_argument("--version-key", help="a variants/shared.yaml key that pins the same version (e.g. flydsl_version)")
     add.add_argument("--license-file", metavar="FILE",
@@ -271,7 +282,9 @@ def _license_text(text: str | None) -> Path | None:
     if text is None:
         return None
     path = Path(text).expanduser()
-    if not path.is_file() or not LICENSE_FILE_NAME.match(path.name):
+    if not path.is_file():
+        raise UserError(f"--license-file {text} is not a file: pass the license text's file")
+    if not LICENSE_FILE_NAME.match(path.name):
         raise UserError(f"--license-file {text} is not a file named with letters, digits, '.', '_' or '-': pass the "
                         "license text's file")
     return path

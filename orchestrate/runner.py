@@ -75,7 +75,7 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
     """The plan for the named packages and what they need; with none named, the default target's closure
     (plus `also`), or every recipe with `everything` or where the workspace has no default target."""
     table = ArchitectureTable.load(options.variants_dir)
-    arch = table.get(choose_arch(options.arch, table))
+    arch = table.get(choose_arch(options.arch, table, options.arch_given_by))
     set_build_knobs(options)
     choice = variant_choice(options, table, arch)
     config = choice.config
@@ -454,7 +454,8 @@ def summarize(steps: list[Step], reporter: Reporter, arch: str) -> None:
          "; ".join(s.reasons)]
         for s in steps
     ]
-    reporter.table(f"Summary for {arch}", ["package", "version", "build", "result", "time", "why"], rows)
+    reporter.table(f"Summary for {arch}", ["package", "version", "build", "result", "time", "why"], rows,
+                   droppable=["time", "build"])  # the result stays in its column
     counts = {}
     for s in steps:
         counts[s.state] = counts.get(s.state, 0) + 1

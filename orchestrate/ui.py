@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 GIB = 2**30
@@ -28,10 +27,17 @@ def format_bytes(count: int) -> str:
     return f"{count / GIB:.1f} GiB" if count >= GIB / 10 else f"{count / 2**20:.0f} MiB"
 
 
+# The narrowest width text is laid out for: rich prints nothing at all at $COLUMNS=0 (some CI runners set it), and a
+# terminal narrower than this fits no table; it wraps the lines instead.
+MIN_WIDTH = 40
+
+
 class Reporter:
     def __init__(self, quiet: bool = False):
         self.console = Console(highlight=False, soft_wrap=True)
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        for console in (self.console, self.err):
+            console.width = max(console.width, MIN_WIDTH)
         self.quiet = quiet
         self.fancy = self.console.is_terminal and not quiet
 
@@ -57,26 +63,22 @@ class Reporter:
             self.info(f"{verb} {label}" + (f" ({progress.describe(0.0)})" if progress else ""))
             yield lambda step: None
 
-    def table(self, title: str, columns: list[str], rows: list[list[str]]) -> None:
-        if self.fancy:
-            table = Table(title=title, title_justify="left")
-            for col in columns:
-                table.add_column(col)
-            for row in rows:
-                table.add_row(*row)
-            self.console.print(table)
-            return
-        widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-        self.console.print(title, markup=False)
-        self.console.print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), markup=False)
-        for row in rows:
-            self.console.print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(), markup=False)
-        sys.stdout.flush()
-
+    def table(self, title: str, columns: list[str], rows: list[list[str]], droppable: list[str] | None = None) -> None:
+        """A table that fits the console, on a terminal as when piped (fitted_table): its first column whole, its
+        last one wrapped, and the columns between leaving a row that is too wide, from the right unless
+        `droppable` names them."""
+        self.fitted_table(title, columns, rows, droppable=columns[-2:0:-1] if droppable is None else droppable,
+                          detail=columns[-1])
 
     def paragraph(self, text: str, indent: str = "") -> None:
         """Text wrapped at words to the console's width: a terminal's, else rich's for a file ($COLUMNS or 80)."""
         for line in self.wrapped(text, indent):
+            self.console.print(line, markup=False)
+
+    def item(self, text: str, hanging: int = 4) -> None:
+        """One entry of a list (a check, a problem) wrapped at words to the console's width, its later lines
+        indented under it."""
+        for line in self.wrapped(text, " " * hanging, first=""):
             self.console.print(line, markup=False)
 
     def wrapped(self, text: str, indent: str = "", first: str | None = None) -> list[str]:
@@ -96,33 +98,42 @@ class Reporter:
         def span(indexes: list[int]) -> int:
             return sum(widths[i] for i in indexes) + gap * (len(indexes) - 1)
 
-        def drop_until(room: int) -> tuple[list[int], list[int]]:
+        def text(row: list[str], dropped: list[int]) -> str:
+            return "; ".join([f"{columns[i]} {row[i]}" for i in dropped if columns[i] != "#" and row[i] not in ("", "-")]
+                             + ([row[at]] if row[at] else []))
+
+        def room(dropped: list[int]) -> int:
+            """What the detail needs beside the row: its longest text up to a readable width, and never less than
+            its longest word (a build string), which is never cut."""
+            texts = [text(row, dropped) for row in rows]
+            longest_word = max((len(word) for t in texts for word in t.split()), default=0)
+            return gap + max(min(max(map(len, texts), default=0), readable), longest_word)
+
+        def drop_until(beside: bool) -> tuple[list[int], list[int]]:
             shown, dropped = [i for i in range(len(columns)) if i != at], []
             for name in droppable:
-                if span(shown) + room <= width:
+                if span(shown) + (room(dropped) if beside else 0) <= width:
                     break
                 shown.remove(columns.index(name))
                 dropped.append(columns.index(name))
             return shown, dropped
 
-        room = gap + min(widths[at], readable)
-        shown, dropped = drop_until(room)
-        beside = span(shown) + room <= width
+        shown, dropped = drop_until(beside=True)
+        beside = span(shown) + room(dropped) <= width
         if not beside:  # the detail goes under each row: the row itself keeps what fits
-            shown, dropped = drop_until(0)
+            shown, dropped = drop_until(beside=False)
         for line in self.wrapped(title):
             self.console.print(line, markup=False, style="bold" if self.fancy else None)
         header = "  ".join(columns[i].ljust(widths[i]) for i in shown)
         self.console.print(f"{header}  {detail}" if beside else header.rstrip(), markup=False)
         start = span(shown) + gap
         for row in rows:
-            text = "; ".join([f"{columns[i]} {row[i]}" for i in dropped if columns[i] != "#" and row[i] not in ("", "-")]
-                             + ([row[at]] if row[at] else []))
+            said = text(row, dropped)
             main = "  ".join(row[i].ljust(widths[i]) for i in shown)
             if beside:
-                lines = self.wrapped(text, " " * start, first=main + "  ") if text else [main]
+                lines = self.wrapped(said, " " * start, first=main + "  ") if said else [main]
             else:
-                lines = [main.rstrip()] + (self.wrapped(text, " " * 4) if text else [])
+                lines = [main.rstrip()] + (self.wrapped(said, " " * 4) if said else [])
             for line in lines:
                 self.console.print(line.rstrip(), markup=False)
         sys.stdout.flush()

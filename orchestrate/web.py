@@ -86,9 +86,15 @@ def get_json(url: str, timeout: float) -> dict:
         raise LookupError(f"{url}: not JSON") from None
 
 
+def http_url(url: str, said: str, wanted: str) -> str:
+    """`url`, when it is an http(s) URL; else a UserError naming where it was given (`said`: the flag or the
+    variable) and what to give."""
+    if not url.startswith(("http://", "https://")):
+        raise UserError(f"{said} {url} is not an http(s) URL: give {wanted}")
+    return url
+
+
 def pypi_base(given: str | None) -> str:
     """The PyPI JSON API base a lookup uses: --pypi-url, else $ORCHESTRATE_PYPI_URL, else PyPI itself."""
     url = (given or os.environ.get(PYPI_URL_ENV) or DEFAULT_PYPI_URL).rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise UserError(f"--pypi-url {url} is not an http(s) URL: give the JSON API base, e.g. {DEFAULT_PYPI_URL}")
-    return url
+    return http_url(url, "--pypi-url" if given else f"${PYPI_URL_ENV}", f"the JSON API base, e.g. {DEFAULT_PYPI_URL}")

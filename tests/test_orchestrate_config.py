@@ -9,6 +9,7 @@ import re
 import pytest
 
 from orchestrate.cli import make_parser
+from orchestrate.errors import UserError
 from orchestrate.options import CONFIG_KEYS, S3_OPTION_KEYS, load_config, options_from_args
 
 # what the file says -> fragments of the one line the user sees
@@ -37,6 +38,10 @@ MISTAKES = {
     "s3 endpoint without scheme": ('[s3-options.team]\nendpoint-url = "minio:9000"',
                                    ['endpoint-url = "minio:9000" is not a URL', "http://minio:9000"]),
     "s3 path style as text": ('[s3-options.team]\nforce-path-style = "yes"', ["force-path-style = \"yes\" is text"]),
+    "source channel left empty": ('source_channels = [""]', ['source_channels = [""] is not a channel']),
+    "source channel written wrong": ('source_channels = "s3:team/mirror"', ['source_channels = "s3:team/mirror" is not a '
+                                                                           'channel', 'source_channels = ["conda-forge"]']),
+    "source channel no client reads": ('source_channels = ["ftp://mirror/conda-forge"]', ["ftp:// is not taken here"]),
 }
 
 
@@ -44,7 +49,8 @@ MISTAKES = {
 def test_a_mistake_in_orchestrate_toml_is_one_line_naming_file_key_and_form(orchestrate, workspace, channel, name):
     line, fragments = MISTAKES[name]
     (workspace / "a-file").write_text("not a folder")
-    (workspace / "orchestrate.toml").write_bytes(f"source_channels = []\n{line}\n".encode(errors="surrogateescape"))
+    offline = "" if line.startswith("source_channels") else "source_channels = []\n"  # the test graph needs none
+    (workspace / "orchestrate.toml").write_bytes(f"{offline}{line}\n".encode(errors="surrogateescape"))
     result = orchestrate("build-all", "--arch", "gfx1151")
     assert result.code == 2
     lines = [l for l in result.err.splitlines() if l.strip()]
@@ -152,3 +158,72 @@ def test_every_setting_the_docs_show_is_read_as_they_say(tmp_path):
     for page, setting in settings:
         (tmp_path / "orchestrate.toml").write_text(setting + "\n")
         load_config(tmp_path)  # a UserError names the page's mistake
+
+
+def _flag_actions(flag: str, commands: tuple[str, ...]) -> list[argparse.Action]:
+    from orchestrate import reference
+
+    return [action for line, _, sub in reference.commands(make_parser(), "orchestrate") for action in sub._actions
+            if line.split()[-1] in commands and flag in action.option_strings]
+
+
+# The commands whose flags the keys stand for (consumer-manifest's --channel is another thing: the shared channel).
+KEY_READERS = {"config": ("plan", "build-all", "build", "fetch", "doctor"), "s3": ("publish", "verify", "page")}
+
+
+# Texts some flag's checker refuses: for each checked key, the first its checker refuses is tried in the file.
+REFUSED_TEXTS = ["", "0", "-1", "ftp://host/x", "s3:team/x", "distcc", "zip"]
+WRONG_KIND = {str: "{ x = 1 }", int: '"4"', bool: '"yes"', list: "[1]"}
+
+
+@pytest.mark.parametrize("key", [*CONFIG_KEYS, *S3_OPTION_KEYS], ids=lambda k: k.name)
+def test_every_key_is_checked_as_its_flag_and_refuses_in_one_line(tmp_path, key):
+    """Generated from the declaration, for every key: the flag it names parses with the key's own checker (one
+    checker, so the two never differ), a value of another kind and a value the checker refuses each stop the
+    read with one line naming the file and the key."""
+    for flag in filter(None, key.flag.replace("--[no-]", "--").split(", ")):
+        for action in _flag_actions(flag, KEY_READERS["s3" if key in S3_OPTION_KEYS else "config"]):
+            assert action.type is key.check or action.nargs == 0, f"{flag} is not checked as {key.name} is"
+    # every value but a switch and free text (an architecture is checked against the table where it is used) is
+    # checked when read: an unchecked one reaches rattler or a build as written
+    assert key.check or key.kind is bool or key.name in ("arch", "region"), f"{key.name} has no checker"
+    s3 = key in S3_OPTION_KEYS
+    where = f"{tmp_path / 'orchestrate.toml'}: " + (f"[s3-options.team] {key.name}" if s3 else key.name)
+    refused = next((text for text in REFUSED_TEXTS if key.check and _refuses(key.check, text)), None)
+    values = [WRONG_KIND[key.kind]] + ([] if refused is None else [f'"{refused}"'])
+    for value in values:
+        (tmp_path / "orchestrate.toml").write_text(("[s3-options.team]\n" if s3 else "") + f"{key.name} = {value}\n")
+        with pytest.raises(UserError) as refused_line:
+            load_config(tmp_path)
+        assert str(refused_line.value).startswith(where) and "\n" not in str(refused_line.value)
+        assert ": write " in str(refused_line.value)
+
+
+def _refuses(check, text: str) -> bool:
+    try:
+        check(text)
+    except argparse.ArgumentTypeError:
+        return True
+    return False
+
+
+def test_an_unknown_architecture_in_the_file_or_the_variable_is_named_there(orchestrate, workspace, monkeypatch):
+    (workspace / "orchestrate.toml").write_text('source_channels = []\narch = "gfx1115"\n')
+    for command in (["plan"], ["doctor"], ["build-all", "--dry-run"]):
+        result = orchestrate(*command)
+        assert result.code == 2 and result.err.count("\n") == 1, result.err
+        assert result.err.startswith(f"error: {workspace / 'orchestrate.toml'}: arch: unknown architecture 'gfx1115' "
+                                     "(did you mean gfx1151?)")
+    (workspace / "orchestrate.toml").write_text("source_channels = []\n")
+    monkeypatch.setenv("ORCHESTRATE_ARCH", "gfx1115")
+    assert orchestrate("plan").err.startswith("error: $ORCHESTRATE_ARCH: unknown architecture 'gfx1115'")
+    assert orchestrate("plan", "--arch", "gfx1115").err.startswith("error: unknown architecture 'gfx1115'")
+
+
+def test_a_source_channel_flag_is_refused_as_the_key_is(capsys):
+    for text, said in (("s3:team/mirror", "is not a channel"), ("", "is not a channel"),
+                       ("ftp://mirror/x", "ftp:// is not taken here")):
+        with pytest.raises(SystemExit) as stopped:
+            make_parser().parse_args(["plan", "--source-channel", text])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and err.count("\n") == 1 and said in err

@@ -173,6 +173,8 @@ BAD_ARGUMENTS = {
     "age not a number": (["clean", "--superseded", "nan"], "'nan'"),
     "no time to look up": (["pins", "--timeout", "0"], "'0'"),
     "negative download time": (["pypi", "add", "flydsl==0.1", "--timeout", "-5"], "'-5'"),
+    "source channel written wrong": (["plan", "--source-channel", "s3:team/mirror"], "'s3:team/mirror'"),
+    "source channel left empty": (["fetch", "--source-channel", ""], "''"),
 }
 
 
@@ -218,3 +220,13 @@ def test_an_s3_endpoint_without_scheme_from_the_environment(orchestrate, monkeyp
     monkeypatch.setenv("AWS_ENDPOINT_URL", "minio:9000")
     assert_one_line_error(orchestrate("verify", "--from", "s3://team/stack"), "'minio:9000'", "$AWS_ENDPOINT_URL",
                           "http://")
+
+
+@pytest.mark.parametrize("arguments", [["publish", "--to", "file:///srv/team", "--s3-region", "eu-central-1"],
+                                       ["verify", "--from", "http://buildbox:8765", "--s3-endpoint-url", "http://minio:9000"],
+                                       ["verify", "--no-s3-path-style"], ["page", "--s3-region", "eu-central-1"]],
+                         ids=["publish to a folder", "verify over http", "verify the local channel", "page locally"])
+def test_an_s3_flag_for_a_channel_that_is_not_s3_is_refused_not_ignored(orchestrate, arguments):
+    result = orchestrate(*arguments)
+    assert result.code == 2 and result.err.count("\n") == 1, result.err
+    assert "goes with an s3:// channel" in result.err and "drop it" in result.err

@@ -52,7 +52,8 @@ def test_the_format_and_level_reach_the_built_package(orchestrate, workspace):
 @pytest.mark.parametrize("line, named", [
     ('package_format = "zip"', 'package_format = "zip" is not a package format'),
     ('package_format = "conda:23"', 'package_format = "conda:23" is not a package format'),
-    ("package_format = 9", 'package_format = 9 is a whole number: write a package format, e.g. package_format = "conda:9"'),
+    ("package_format = 9", 'package_format = 9 is a whole number: write "conda", "conda:<level -7..22>", "tar-bz2" or '
+                           '"tar-bz2:<level 1..9>", e.g. package_format = "conda:9"'),
     ("compression_threads = 0", "compression_threads = 0 is not a whole number of 1 or more"),
 ])
 def test_a_bad_value_stops_with_one_line_naming_the_fix(orchestrate, workspace, line, named):

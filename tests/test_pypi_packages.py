@@ -131,6 +131,7 @@ def pypi_workspace(tmp_path: Path, monkeypatch) -> Path:
     write_variant_files(ArchitectureTable.load(variants), variants)
     monkeypatch.chdir(workspace)
     monkeypatch.delenv("ORCHESTRATE_ARCH", raising=False)
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per plan row, as conftest's orchestrate: the tests read rows
     return workspace
 
 
@@ -163,6 +164,22 @@ def test_add_pins_the_file_by_sha256_with_dependencies_from_its_metadata(index, 
     assert entry_of(pypi_workspace)["sha256"] == releases["1.1"][0]["digests"]["sha256"]
     code, out = run(capsys, "pypi", "add", "demo-pkg==9.9", "--pypi-url", f"{url}/pypi")
     assert code == 2 and "PyPI has no demo-pkg 9.9" in out and len(out.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("arguments, said", [
+    (["--conda-name", "Demo Pkg"], "argument --conda-name: 'Demo Pkg' is not a conda package name"),
+    (["--license-file", "no-such-LICENSE"], "--license-file no-such-LICENSE is not a file"),
+], ids=["conda name with a space", "license file not there"])
+def test_add_refuses_a_wrong_option_in_one_line_writing_nothing(index, pypi_workspace, capsys, arguments, said):
+    """A package name conda refuses was written into the table; a missing license file was named as misnamed."""
+    url, _ = index
+    table = (pypi_workspace / "variants" / "pypi.yaml").read_text()
+    try:
+        code, out = run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi", *arguments)
+    except SystemExit as stopped:  # argparse's refusal
+        code, out = stopped.code, capsys.readouterr().err
+    assert code == 2 and out.count("\n") == 1 and said in out, out
+    assert (pypi_workspace / "variants" / "pypi.yaml").read_text() == table
 
 
 def test_repackaged_wheel_builds_offline_installs_and_imports(index, pypi_workspace, capsys, tmp_path):

@@ -86,6 +86,20 @@ def test_every_flag_the_docs_show_is_one_its_command_takes():
     assert not wrong, "documented flags the commands do not take:\n" + "\n".join(wrong)
 
 
+def test_every_command_a_message_suggests_takes_the_flags_it_names():
+    """The code's own hints (run `orchestrate pins --lock`, a fix naming a command): `detect` once suggested
+    `detect --arch`, which it refused."""
+    known, wrong, seen = command_flags(), [], 0
+    files = [*(REPO / "orchestrate").rglob("*.py"), *(REPO / "recipes/rocm-stack-check/src").rglob("*.py")]
+    for path in files:
+        for span in re.findall(r"`([^`\n]*(?:orchestrate|rocm-stack-check) [^`\n]*)`", path.read_text()):
+            for line, flags in shown_commands(f"`{span}`"):
+                seen += 1
+                command = _command(known, line)
+                wrong += [f"{path.relative_to(REPO)}: `{span}`" for flag in flags if flag not in known[command]]
+    assert seen > 50 and not wrong, wrong
+
+
 def test_every_flag_the_workflow_and_the_pixi_tasks_pass_or_name_is_real():
     """CI's `run:` lines, and each pixi task's command with the flags its description offers (`pixi run doctor
     --arch A`)."""
@@ -197,6 +211,31 @@ def test_every_environment_variable_read_is_documented_and_every_documented_one_
     assert {"ORCHESTRATE_ARCH", "ROCM_STACK_ARCH_TABLE", "CONDA_OVERRIDE_AMDGPU_ARCH", "AWS_REGION"} <= read  # it finds them
     # the package servers' keys are read by name from credentials.py's table of them
     assert documented - read - set_for_scripts <= {"PREFIX_API_KEY", "QUETZ_API_KEY", "ANACONDA_API_KEY", "ARTIFACTORY_TOKEN"}
+
+
+# A wrong value of each documented variable a command reads: one line naming the variable, exit 2, before any lookup.
+WRONG_VARIABLES = [("ORCHESTRATE_ARCH", "gfx1115", ["plan"], "$ORCHESTRATE_ARCH: unknown architecture 'gfx1115'"),
+                   ("ORCHESTRATE_PYPI_URL", "pypi.org", ["pins"], "$ORCHESTRATE_PYPI_URL pypi.org is not an http(s) URL"),
+                   ("ORCHESTRATE_AMD_INDEX", "repo.amd.com", ["pins"], "$ORCHESTRATE_AMD_INDEX repo.amd.com is not an "),
+                   ("ORCHESTRATE_RAW_BASE", "raw.host", ["pins", "--bump", "--git-base", "/nowhere"],
+                    "$ORCHESTRATE_RAW_BASE raw.host is not an http(s) URL"),
+                   ("AWS_ENDPOINT_URL", "minio:9000", ["verify", "--from", "s3://team/stack"],
+                    "S3 endpoint 'minio:9000' from $AWS_ENDPOINT_URL is not an http(s) URL")]
+
+
+@pytest.mark.parametrize("name, value, command, said", WRONG_VARIABLES, ids=[w[0] for w in WRONG_VARIABLES])
+def test_a_documented_variable_with_a_wrong_value_is_one_line_naming_it(name, value, command, said, monkeypatch,
+                                                                       capsys):
+    from orchestrate.cli import main
+
+    assert name in _env_table()
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv(name, value)
+    for other in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(other, "test")
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err, err
 
 
 def test_orchestrate_arch_is_documented_for_exactly_the_commands_that_read_it():

@@ -134,3 +134,34 @@ def test_fewer_most_repetitions_than_least_is_refused_in_one_line(capsys):
     captured = capsys.readouterr()
     assert captured.err.strip() == ("rocm-stack-check bench: --min-reps 30 is more than --max-reps 5: pass a "
                                     "--min-reps no larger than --max-reps") and not captured.out
+
+
+# Each mistake a user makes on the command line -> what its one line says. Before, a device, an output folder
+# that is not there or a backend name went through to a traceback after the run, or to an empty table and exit 0.
+MISTAKES = {
+    (): "`rocm-stack-check` needs a command: check, bench",
+    ("bench", "--device", "cuda:x"): "argument --device: 'cuda:x' is not a device: pass auto, cpu, cuda or cuda:N",
+    ("bench", "--backend", "flash-attn"): "argument --backend: invalid choice: 'flash-attn'",
+    ("bench", "--shape", "1,2,3"): "argument --shape: '1,2,3' is not a shape: pass four whole numbers",
+    ("bench", "--dtype", "fp8"): "argument --dtype: invalid choice: 'fp8'",
+    ("bench", "--output", "/nonexistent/x.json"): "folder /nonexistent does not exist",
+    ("bench", "--plot", "/nonexistent/x.png"): "folder /nonexistent does not exist",
+    ("check", "--output", "/nonexistent/x.json"): "folder /nonexistent does not exist",
+    ("check", "--output", "/"): "'/' is a folder: pass a file name in it",
+}
+
+
+@pytest.mark.parametrize("arguments", MISTAKES, ids=" ".join)
+def test_a_mistake_on_the_command_line_is_one_line_and_exit_2_before_anything_runs(capsys, arguments):
+    with pytest.raises(SystemExit) as stopped:
+        main(list(arguments))
+    captured = capsys.readouterr()
+    assert stopped.value.code == exit_codes.USAGE and not captured.out
+    assert captured.err.count("\n") == 1 and MISTAKES[arguments] in captured.err, captured.err
+    assert captured.err.startswith("rocm-stack-check") and "(see `rocm-stack-check" in captured.err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_a_gpu_device_without_a_gpu_says_so(capsys):
+    assert main(["bench", "--device", "cuda:1", "--shape", "1,1,16,16"]) == exit_codes.NO_GPU
+    assert "no GPU" in capsys.readouterr().out

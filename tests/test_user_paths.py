@@ -210,9 +210,12 @@ def test_doctor_prints_what_getting_started_shows(machine):
     words = shlex.split(commands(block("docs/getting-started.md", "orchestrate doctor"))[0])
     result = orchestrate(*orchestrate_args(words), "--arch", "gfx1151", cwd=machine)
     assert result.code == 0, result.out + result.err
-    printed = {line.split()[1] for line in result.out.splitlines()[:-1]}
-    assert all(line.split()[0] in ("ok", "warn", "fail") for line in result.out.splitlines()[:-1])
-    shown = {line.split()[1] for line in block("docs/getting-started.md", "ok    gpu").splitlines()[:-1]}
+    def checks(text: str) -> list[str]:  # a check's line, wrapped at 80 columns under its detail
+        return [line for line in text.splitlines() if not line.startswith(" ")][:-1]
+
+    printed = {line.split()[1] for line in checks(result.out)}
+    assert all(line.split()[0] in ("ok", "warn", "fail") for line in checks(result.out))
+    shown = {line.split()[1] for line in checks(block("docs/getting-started.md", "ok    gpu"))}
     assert shown - {"gtt", "channel"} <= printed
 
 
@@ -266,6 +269,37 @@ def test_plan_fits_the_width_with_full_names_and_its_hints_on_their_own_lines(co
     assert "  orchestrate pins --lock" in lines
 
 
+@pytest.mark.parametrize("columns", ["80", None])
+def test_every_command_s_output_fits_the_width_with_names_and_builds_whole(quickstart, machine, tmp_path, columns):
+    """Not only the real plan: the test graph's, whose reasons go beside each row, a dry run, list, status, verify and
+    doctor, at 80 columns and piped. No line is wider, and every package's name and build string is printed whole."""
+    from orchestrate.channel import Channel
+
+    fresh = ["--channel", tmp_path / "fresh"]  # nothing built there: every row will build
+    commands = [["plan", "--arch", "gfx1151"], ["plan", "--arch", "gfx1151", *fresh],
+                ["build-all", "--dry-run", "--arch", "gfx1151", *fresh], ["list"], ["status"], ["verify"],
+                ["doctor", "--arch", "gfx1151"]]
+    entries = Channel(machine / "channel").entries_present()
+    assert len(entries) == 10
+    for command in commands:
+        result = orchestrate(*command, cwd=machine, env={"COLUMNS": columns} if columns else {})
+        assert result.code == 0, result.err
+        assert max(map(len, (result.out + result.err).splitlines())) <= 80, command
+        words = set(result.out.replace(";", " ").split())
+        if command[0] in ("plan", "build-all", "list", "status"):
+            assert {e.name for e in entries} | {e.build for e in entries} <= words, command
+
+
+@pytest.mark.parametrize("columns", ["0", "20"])
+def test_plan_at_a_width_too_narrow_for_any_table_still_prints_every_row(columns):
+    """$COLUMNS=0 (some CI runners set it) made rich print nothing and textwrap raise: laid out at 40 columns instead."""
+    result = orchestrate("plan", "--arch", "gfx1151", cwd=REPO, env={"COLUMNS": columns})
+    assert result.code == 0 and result.err == ""
+    names = {line.split()[0] for line in result.out.splitlines() if line and not line.startswith(" ")}
+    assert {"rocm-sdk-device-gfx1151", "model-hosting-container-standards", "flash-attn"} <= names
+    assert re.search(r"^\d+ package\(s\) to build", result.out, re.M)
+
+
 def test_plan_on_a_terminal_fits_80_columns():
     """On a terminal (rich's TTY_COMPATIBLE forces one): styled, and no line past 80 columns."""
     result = orchestrate("plan", "--arch", "gfx1151", cwd=REPO, env={"COLUMNS": "80", "TTY_COMPATIBLE": "1",
@@ -301,17 +335,23 @@ def test_the_container_recipe_is_what_consumer_manifest_writes(tmp_path):
 
 # -- each finding of issue 32, as the user sees it ------------------------------------------------------------------
 
-@pytest.mark.parametrize("kind", ["unmounted", "not a channel"])
-def test_a_missing_cache_channel_stops_before_anything_is_built(machine, tmp_path, kind):
+@pytest.mark.parametrize("dry", [[], ["--dry-run"]], ids=["build", "dry run"])
+@pytest.mark.parametrize("kind", ["unmounted", "not a channel", "no answer"])
+def test_a_missing_cache_channel_stops_before_anything_is_built(machine, tmp_path, kind, dry):
+    """Every form, named as the cache channel it is: a dry run too, which would show every package as built here."""
+    import socket
+
     where = tmp_path / "mnt" / "team" / "rocm-stack"
     if kind == "not a channel":
         where.mkdir(parents=True)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/rocm-stack" if kind == "no answer" else where.as_uri()
     local = tmp_path / "local"
-    result = orchestrate("build-all", "--arch", "gfx1151", "--channel", local, "--cache-channel", where.as_uri(),
-                         cwd=machine)
+    result = orchestrate("build-all", "--arch", "gfx1151", "--channel", local, "--cache-channel", url, *dry, cwd=machine)
     assert result.code == 2 and result.err.count("\n") == 1
-    assert result.err.startswith(f"error: cache channel {where.as_uri()}")
-    assert ("mount it" if kind == "unmounted" else "is not a channel") in result.err
+    assert result.err.startswith(f"error: cache channel {url}") and "drop that --cache-channel" in result.err
+    assert {"unmounted": "mount it", "not a channel": "is not a channel", "no answer": "cannot reach"}[kind] in result.err
     assert not local.exists() and "built" not in result.out
 
 
@@ -332,6 +372,8 @@ def test_consumer_manifest_never_replaces_a_pixi_toml_it_did_not_write(tmp_path)
     assert again.code == 2 and "--force" in again.err
     replaced = orchestrate("consumer-manifest", "--channel", "http://other:8765", "--force", cwd=ours)
     assert replaced.code == 0 and "http://other:8765" in (ours / "pixi.toml").read_text()
+    ignored = orchestrate("consumer-manifest", "--channel", "http://lab:8765", "--print", "--output", "x.toml", cwd=ours)
+    assert ignored.code == 2 and "not allowed with argument --print" in ignored.err and not (ours / "x.toml").exists()
 
 
 def test_publish_checks_the_architecture_and_its_target(quickstart, machine, tmp_path):
@@ -369,7 +411,8 @@ def test_verify_of_another_channel_gives_fixes_for_that_channel(quickstart, mach
     next(other.glob("*/vllm-*.conda")).unlink()
     result = orchestrate("verify", "--channel", other, cwd=machine)
     assert result.code == 1
-    line = next(line for line in result.out.splitlines() if "vllm-" in line)
+    problems = [" ".join(entry.split()) for entry in re.split(r"\n(?! )", result.out)]  # each wrapped under its first line
+    line = next(line for line in problems if "vllm-" in line)
     assert f"`orchestrate build-all --arch gfx1151 --channel {other}`" in line
 
 
@@ -431,5 +474,7 @@ def test_the_documented_exit_codes_are_the_ones_given():
     failing = (REPO / "docs" / "when-something-fails.md").read_text()
     assert "**2** stopped before doing anything" in failing and "**1** the work ran and something in it failed" in failing
     assert "The index unreachable: one line, nothing written, exit 2" in failing
+    versions = " ".join((REPO / "docs" / "versions.md").read_text().split())
+    assert "The index unreachable is one line, nothing written, exit 2." in versions  # it was listed under exit 1
     assert "exits 2 with one line, writing nothing, when the page cannot be written" in \
         " ".join((REPO / "docs" / "sharing.md").read_text().split())

@@ -20,7 +20,7 @@ from .. import prebuilt as amd
 from .. import web
 from ..errors import UserError
 from ..options import arch_from, find_workspace, load_config
-from ..pins import AMD_INDEX_ENV, DEFAULT_GIT_BASE, GIT_BASE_ENV
+from ..pins import DEFAULT_GIT_BASE, GIT_BASE_ENV
 from ..ui import Reporter
 from ..upstreams import Upstreams, read_pins
 from . import report, write
@@ -108,12 +108,12 @@ def run(args, reporter: Reporter) -> int:
 def make_world(args, workspace: Path) -> World:
     git_base = (args.git_base or os.environ.get(GIT_BASE_ENV) or DEFAULT_GIT_BASE).rstrip("/")
     raw_base = args.raw_base or os.environ.get(RAW_BASE_ENV) or (DEFAULT_RAW_BASE if git_base == DEFAULT_GIT_BASE else None)
-    if raw_base and not raw_base.startswith(("http://", "https://")):
-        raise UserError(f"--raw-base {raw_base} is not an http(s) URL: give one like {DEFAULT_RAW_BASE}")
+    if raw_base:
+        web.http_url(raw_base, "--raw-base" if args.raw_base else f"${RAW_BASE_ENV}", f"one like {DEFAULT_RAW_BASE}")
     declared = amd.Prebuilt.load(workspace / "variants")
-    amd_index = os.environ.get(AMD_INDEX_ENV) or (declared.index if declared else "")
+    index = amd.index_to_read(declared.index if declared else "")
     return World(web.pypi_base(args.pypi_url), git_base, raw_base.rstrip("/") if raw_base else None,
-                 amd_index, args.timeout)
+                 index, args.timeout)
 
 
 def decide(decider: Decider) -> list[Group]:

@@ -60,8 +60,15 @@ def _s3_arguments(parser: argparse.ArgumentParser) -> None:
                         help="path-style bucket addressing (default: on with a custom endpoint, off for AWS)")
 
 
-def _s3_flags(args) -> dict:
-    return {"endpoint_url": args.s3_endpoint_url, "region": args.s3_region, "path_style": args.s3_path_style}
+def _s3_flags(args, url: str | None) -> dict:
+    """The --s3-* flags, for the channel at `url`; given for another channel (a folder, http://, the local one),
+    which they would not reach, they are refused rather than ignored."""
+    flags = {"endpoint_url": args.s3_endpoint_url, "region": args.s3_region, "path_style": args.s3_path_style}
+    given = [name for name, value in flags.items() if value is not None]
+    if given and not (url or "").startswith("s3://"):
+        flag = {"endpoint_url": "--s3-endpoint-url", "region": "--s3-region", "path_style": "--[no-]s3-path-style"}
+        raise UserError(f"{flag[given[0]]} goes with an s3:// channel, and {url or 'the local channel'} is none: drop it")
+    return flags
 
 
 def _publish_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +90,7 @@ def _run_publish(args, reporter) -> int:
 
         ArchitectureTable.load(options.variants_dir).get(args.arch)
     options.arch = args.arch  # a filter here, not the build architecture from orchestrate.toml
-    return publish(options, args.to, args.packages, reporter, _s3_flags(args))
+    return publish(options, args.to, args.packages, reporter, _s3_flags(args, args.to))
 
 
 def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,8 +98,9 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the shared channel teammates install from (http(s)://, s3://, file://, a path)")
     parser.add_argument("--arch", help="pin the GPU-specific packages to this architecture's builds")
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR", help="workspace whose architecture table to use")
-    parser.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
-    parser.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
+    written = parser.add_mutually_exclusive_group()  # --print writes no file: an --output beside it would be ignored
+    written.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
+    written.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
     parser.add_argument("--force", action="store_true", help="replace an --output file an earlier consumer-manifest wrote (never another file)")
 
 
@@ -146,8 +154,9 @@ def _verify_target(args):
             if args.workspace:
                 raise
             workspace = None  # checking a team channel needs no workspace
-        target = parse_target(args.source, load_config(workspace) if workspace else {}, **_s3_flags(args))
+        target = parse_target(args.source, load_config(workspace) if workspace else {}, **_s3_flags(args, args.source))
         return (target.reader() if isinstance(target, PackageServer) else target), False
+    _s3_flags(args, None)
     try:
         default = _options(argparse.Namespace(**{**vars(args), "channel": None})).channel
     except UserError:  # --channel DIR outside any workspace

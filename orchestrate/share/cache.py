@@ -94,10 +94,13 @@ class RemoteCache:
             )
 
 
+DROP = "or drop that --cache-channel (or its cache_channels entry in orchestrate.toml)"
+
+
 def require_channel(url: str, store: Store) -> None:
     """A cache channel that is not there (an unmounted share, a mistyped bucket) would silently turn into a full
     rebuild, hours of it: refused before anything is built."""
-    drop = "or drop that --cache-channel (or its cache_channels entry in orchestrate.toml)"
+    drop = DROP
     if isinstance(store, FolderStore) and not store.path.is_dir():
         raise UserError(f"cache channel {url}: folder {store.path} does not exist (a share not mounted?): mount it "
                         f"or fix the URL, {drop}")
@@ -110,4 +113,15 @@ def caches_for(options: Options) -> list[RemoteCache]:
     reporter = Reporter(quiet=options.quiet)
     config = load_config(options.workspace)
     known = ArchitectureTable.load(options.variants_dir).names() if options.cache_channels else None
-    return [RemoteCache(url, reader_for(url, config), reporter, known) for url in options.cache_channels]
+    return [_cache(url, config, reporter, known) for url in options.cache_channels]
+
+
+def _cache(url: str, config: dict, reporter: Reporter, known: list[str] | None) -> RemoteCache:
+    """The cache channel, or one line that names it: a server that does not answer, credentials refused or missing
+    say which cache channel they are about, as a missing folder does."""
+    try:
+        return RemoteCache(url, reader_for(url, config), reporter, known)
+    except UserError as exc:
+        said = str(exc)
+        raise UserError(said if said.startswith(f"cache channel {url}") else f"cache channel {url}: {said}, {DROP}"
+                        ) from None

@@ -349,13 +349,13 @@ def run(args, reporter: Reporter, open_store: Callable[[], tuple[Store, bool]]) 
         reporter.line(result.as_json())
         return 0 if result.ok else PROBLEMS_EXIT
     for problem in result.problems:
-        reporter.line(problem.line())
+        reporter.item(problem.line())
     for note in result.notes:
         reporter.info(f"note: {note}")
     checked = f"{result.packages} package(s) and {result.entries} lookup entries checked" + (
         f" (and {result.benches} benchmark result(s))" if result.benches else "")
     if result.ok:
-        reporter.line(f"{result.channel}: {checked}; every file is there, whole and listed")
+        reporter.paragraph(f"{result.channel}: {checked}; every file is there, whole and listed")
         return 0
     reporter.error(f"{result.channel}: {len(result.problems)} problem(s) ({checked}); each line above says what "
                    "to do")

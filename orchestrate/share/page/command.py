@@ -33,11 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _target(args, config: dict) -> Store:
     """The store to write the page into: the shared channel (--to), or the local one as a FolderStore."""
     if args.to:
-        target = parse_target(args.to, config, **_s3_flags(args))
+        target = parse_target(args.to, config, **_s3_flags(args, args.to))
         if not isinstance(target, Store) or not target.writable:
             raise UserError(f"cannot write to {args.to}: `orchestrate page --to` writes to a folder, file:// or s3:// "
                             "channel; for one behind http(s):// or a package server, run it where its files are")
         return target
+    _s3_flags(args, None)
     return FolderStore(args.channel.resolve() if args.channel else _options(args).channel)
 
 

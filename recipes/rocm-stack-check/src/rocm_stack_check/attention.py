@@ -135,6 +135,10 @@ class FlashAttnBackend(Backend):
         return self.flash_attn_func(q, k, v, causal=causal).transpose(1, 2)
 
 
+# Every backend's name, as all_backends names them (bench --backend takes these).
+BACKEND_NAMES = ("flash", "efficient", "math", "cudnn", "flash-ck", "flash_attn")
+
+
 def all_backends(torch, gpu_runtime: str, flash_attn_module=None) -> list[Backend]:
     """Every backend worth trying on this build; whether each runs is found out by running it."""
     backends = [

@@ -4,17 +4,57 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
 from . import REGRESSION_THRESHOLD, __version__, exit_codes
-from .attention import DTYPES, Shape
+from .attention import BACKEND_NAMES, DTYPES, Shape
 
 EXIT_CODES_HELP = (f"exit codes: {exit_codes.OK} all good (or no GPU, unless --require-gpu); "
                    f"{exit_codes.FAILED} Flash Attention not usable (check), a regression (bench --compare) or "
                    f"Flash not clearly faster than math (bench --quick --expect-speedup); "
                    f"{exit_codes.USAGE} bad arguments; {exit_codes.NO_GPU} no GPU (check with --require-gpu; bench "
                    f"without --device cpu or --quick)")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line like every other error (the usage is a --help away). The commands'
+    parsers are Parsers too (add_subparsers makes its own class)."""
+
+    def error(self, message: str):
+        commands = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if commands and message.endswith(f"required: {commands.dest}"):
+            message = f"`{self.prog}` needs a command: {', '.join(commands.choices)}"
+        self.exit(exit_codes.USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+DEVICE = re.compile(r"auto|cpu|cuda(?::\d+)?")
+
+
+def device(text: str) -> str:
+    """Where bench times: auto (the GPU), cpu, cuda or cuda:N, as PyTorch names a device."""
+    if not DEVICE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device: pass auto, cpu, cuda or cuda:N")
+    return text
+
+
+def shape(text: str) -> Shape:
+    try:
+        return Shape.parse(text)
+    except ValueError:  # int() of a part, or not four positive parts
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape: pass four whole numbers 1 or more, B,H,S,D, "
+                                         "e.g. 1,16,4096,128") from None
+
+
+def output_file(text: str) -> Path:
+    """A file to write after the run: its folder must be there before the run starts, not after it."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder: pass a file name in it")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: folder {path.parent} does not exist: create it or pass another file")
+    return path
 
 
 def at_least(lowest: float, whole: bool = False, above: bool = False):
@@ -33,7 +73,7 @@ def at_least(lowest: float, whole: bool = False, above: bool = False):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rocm-stack-check", description="Does Flash Attention run on this GPU, and how fast is it?",
         epilog=EXIT_CODES_HELP)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -42,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="report the SDPA backends and run Flash Attention against math",
                                 epilog=EXIT_CODES_HELP)
     check.add_argument("--json", action="store_true", help="print the report as JSON (status line on stderr)")
-    check.add_argument("--output", type=Path, help="also write the JSON report to this file")
+    check.add_argument("--output", type=output_file, help="also write the JSON report to this file")
     check.add_argument("--require-gpu", action="store_true", help=f"exit {exit_codes.NO_GPU} when no GPU is usable")
     check.add_argument("--require-flash-attn", action="store_true",
                        help="fail when the flash-attn package is not installed")
@@ -60,15 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --quick: the architecture a package was built for; another GPU counts as none")
     bench.add_argument("--log-json", action="store_true",
                        help="with --quick: also print the results as one JSON line for the build log")
-    bench.add_argument("--shape", action="append", type=Shape.parse, metavar="B,H,S,D",
+    bench.add_argument("--shape", action="append", type=shape, metavar="B,H,S,D",
                        help="a shape to run (repeatable); replaces the default shapes")
     bench.add_argument("--dtype", action="append", choices=DTYPES, help="default: fp16 and bf16")
     bench.add_argument("--causal", choices=("both", "yes", "no"), default="both",
                        help="causal masking, plain, or both (default both)")
-    bench.add_argument("--backend", action="append", metavar="NAME",
-                       help="flash, efficient, math, cudnn, flash-ck, flash_attn (repeatable; default: all there)")
+    bench.add_argument("--backend", action="append", metavar="NAME", choices=BACKEND_NAMES,
+                       help=f"{', '.join(BACKEND_NAMES)} (repeatable; default: all there)")
     bench.add_argument("--forward-only", action="store_true", help="time the forward pass only, not the backward")
-    bench.add_argument("--device", default="auto", help="auto (the GPU), cuda, cuda:N or cpu")
+    bench.add_argument("--device", type=device, default="auto", help="auto (the GPU), cuda, cuda:N or cpu")
     bench.add_argument("--warmup", type=at_least(0, whole=True), default=3, help="untimed runs before timing (default 3)")
     bench.add_argument("--min-reps", type=at_least(1, whole=True), default=3, metavar="N",
                        help="timed repetitions at least (default 3)")
@@ -78,8 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="aim for this much timed work per measurement (default 200)")
     bench.add_argument("--batch-ms", type=at_least(0, above=True), default=1.0,
                        help="enqueue enough calls per repetition to keep the GPU busy this long (default 1)")
-    bench.add_argument("--output", type=Path, help="write the results as JSON")
-    bench.add_argument("--plot", type=Path, help="write a PNG plot of TFLOP/s (needs matplotlib)")
+    bench.add_argument("--output", type=output_file, help="write the results as JSON")
+    bench.add_argument("--plot", type=output_file, help="write a PNG plot of TFLOP/s (needs matplotlib)")
     bench.add_argument("--markdown", action="store_true", help="also print the table as markdown")
     bench.add_argument("--input", type=Path, help="read results from this JSON instead of running")
     bench.add_argument("--compare", type=Path, metavar="BASELINE.json",
@@ -157,13 +197,15 @@ def run_bench(arguments) -> int:
         if torch is None:
             print(f"rocm-stack-check bench: no GPU: PyTorch not importable ({torch_error})")
             return exit_codes.NO_GPU
-        device = arguments.device
-        if device == "auto":
-            if not torch.cuda.is_available():
-                print("rocm-stack-check bench: no GPU: PyTorch sees no CUDA or ROCm device "
-                      "(use --device cpu to time the CPU)")
-                return exit_codes.NO_GPU
-            device = "cuda"
+        device = "cuda" if arguments.device == "auto" else arguments.device
+        if device != "cpu" and not torch.cuda.is_available():
+            print("rocm-stack-check bench: no GPU: PyTorch sees no CUDA or ROCm device "
+                  "(use --device cpu to time the CPU)")
+            return exit_codes.NO_GPU
+        if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+            print(f"rocm-stack-check bench: no {device}: PyTorch sees {torch.cuda.device_count()} GPU(s), "
+                  "cuda:0 the first", file=sys.stderr)
+            return exit_codes.USAGE
         settings = bench.TimingSettings(arguments.warmup, arguments.min_reps, arguments.max_reps, arguments.target_ms,
                                         arguments.batch_ms)
         causal_modes = {"both": (True, False), "yes": (True,), "no": (False,)}[arguments.causal]
