@@ -328,3 +328,97 @@ def test_the_reference_states_the_limits_the_reader_applies():
                             ("MAX_BENCH_RESULTS", f"{untrusted.MAX_BENCH_RESULTS} (`MAX_BENCH_RESULTS`")):
         assert words in reference, f"docs/reference.md does not say {constant} is {words}"
     assert f"{untrusted.MAX_INT_DIGITS} digits" in reference and f"{untrusted.MAX_PATH_CHARS} characters" in reference
+
+
+# -- variants a red team tried after the fix ------------------------------------------------------------------
+def test_a_lock_file_hard_linked_to_the_victims_file_is_refused_not_truncated(world, capsys):
+    """A hard link is no symlink: O_NOFOLLOW opens it, and writing the lock's holder into it would truncate the
+    victim's ~/.bashrc (the same file). The store's lock (page --to, publish) and the channel's lock (page
+    --channel, verify --channel) both refuse it in one line; nothing outside changes."""
+    os.link(world.bashrc, world.team / ".orchestrate-index.lock")
+    code, out, err = run(capsys, "page", "--workspace", str(REPO), "--to", world.team.as_uri(), "-q")
+    assert code != 0 and "Traceback" not in out + err
+    assert ".orchestrate-index.lock is a hard link to another file" in err and "remove it" in err
+    (world.team / ".orchestrate.lock").unlink(missing_ok=True)
+    os.link(world.bashrc, world.team / ".orchestrate.lock")
+    code, out, err = run(capsys, "page", "--workspace", str(REPO), "--channel", str(world.team), "-q")
+    assert code != 0 and ".orchestrate.lock is a hard link to another file" in err
+    world.assert_untouched()
+
+
+def test_fifos_and_sockets_in_a_channel_hang_no_reader_and_verify_names_each(world, capsys):
+    """A FIFO where a file should be makes a naive reader wait forever; a socket cannot even be opened. The page
+    and verify go on, and verify names each of them (the page lists the bench file among its problems)."""
+    planted = ["bench/gfx942/fifo-1-0.json", entry_path("linux-64/fifo-1-0.conda"), "linux-64/fifo-1-0.conda",
+               record_path("gfx942", world.listed("gfx942"))]
+    for relpath in planted:
+        (world.team / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (world.team / relpath).unlink(missing_ok=True)
+        os.mkfifo(world.team / relpath)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(world.team / "bench" / "gfx942" / "sock-1-0.json"))
+    planted.append("bench/gfx942/sock-1-0.json")
+    try:
+        code, out, err = run(capsys, "page", "--workspace", str(REPO), "--channel", str(world.team), "-q")
+        assert code == 0 and "Traceback" not in out + err, err
+        problems = strict_json((world.team / "channel-page.json").read_text())["problems"]
+        for relpath in ("bench/gfx942/fifo-1-0.json", "bench/gfx942/sock-1-0.json"):
+            assert any(relpath in p for p in problems), problems
+        code, out, err = run(capsys, "verify", "--workspace", str(REPO), "--from", world.team.as_uri(), "--quick")
+    finally:
+        sock.close()
+    assert code == 1 and "Traceback" not in out + err
+    for relpath in planted:
+        assert relpath in out, f"verify does not name {relpath}:\n{out}"
+    world.assert_untouched()
+
+
+def test_verify_without_a_workspace_names_an_architecture_with_a_trailing_newline(world, capsys):
+    """`$` in a regular expression also matches before a trailing newline: "gfx942\\n" looked like a name when no
+    architecture table was at hand (verify outside a workspace)."""
+    file = world.listed("gfx942", "vllm")
+    world.plant(entry_path(file), {**world.entry(file), "arch": "gfx942\n"})
+    code, out, err = run(capsys, "verify", "--from", world.team.as_uri(), "--quick")
+    assert code == 1 and "Traceback" not in out + err
+    assert f"{entry_path(file)}: refused" in out, out
+
+
+def test_many_bench_files_of_one_series_cost_linear_time(world, capsys):
+    """Many results per file were bounded; many FILES of one series, each with other (backend, dtype, pass) keys,
+    made the history table and plot builds times keys large (quadratic: 100 files of 200 results, 74 MB of
+    page). The plot and table show the latest builds and at most MAX_BENCH_RESULTS keys; the data keeps all."""
+    from orchestrate.share.page.plot import MAX_BUILDS_SHOWN
+
+    source = json.loads((world.team / bench_path("gfx942", world.listed("gfx942"))).read_text())
+    result = source["speedup"]["results"][0]
+    files = MAX_BUILDS_SHOWN * 2
+    for i in range(files):
+        world.plant(f"bench/gfx942/evil-{i}-1-0.json", {
+            **source, "rows": [], "created": f"2026-11-20T{i // 60:02d}:{i % 60:02d}:00+00:00",
+            "speedup": {**source["speedup"], "results": [{**result, "dtype": f"d{i}-{j}"} for j in range(200)]}})
+    started = time.monotonic()
+    code, out, err = run(capsys, "page", "--workspace", str(REPO), "--channel", str(world.team), "-q")
+    assert code == 0, err
+    assert time.monotonic() - started < 10
+    assert (world.team / "index.html").stat().st_size < 20 << 20  # was over 100 MB at this count
+    data = strict_json((world.team / "channel-page.json").read_text())
+    [series] = [s for a in data["architectures"] if a["name"] == "gfx942" for s in a["bench"]["series"]
+                if s["package"] == "pytorch"]
+    assert len(series["history"]) >= files  # the data keeps every build
+    assert f"the latest {MAX_BUILDS_SHOWN} of the {len(series['history'])} builds" in \
+        (world.team / "index.html").read_text()
+
+
+def test_serve_never_follows_a_symlinked_page_nor_waits_on_a_fifo(world, served):
+    """`/` is answered with the channel's index.html: a symlink there to the victim's credentials was followed;
+    a FIFO held the request forever."""
+    (world.team / "index.html").unlink(missing_ok=True)
+    (world.team / "index.html").symlink_to(world.credentials)
+    os.mkfifo(world.team / "noarch" / "waits.json")
+    connection = http.client.HTTPConnection("127.0.0.1", served, timeout=10)
+    connection.request("GET", "/")
+    answer = connection.getresponse()
+    assert answer.status == 404 and SECRET.encode() not in answer.read()
+    connection.close()
+    assert status(served, "/noarch/waits.json") == 404
+    assert status(served, "/noarch/repodata.json") == 200

@@ -107,8 +107,8 @@ class FolderStore(Store):
             raise UserError(f"{self.url} lists {relpath} but does not have it: re-publish the channel")
 
     def list(self, prefix: str) -> list[str]:
-        """Files and symlinks (which readers then refuse, naming them) under `prefix`; a symlinked folder is
-        listed, never entered."""
+        """Everything but folders under `prefix`: files, and symlinks, FIFOs, sockets and devices (which readers
+        then refuse, naming them); a symlinked folder is listed, never entered."""
         prefix = prefix.rstrip("/")
         try:
             os.close(open_folder(self.path, channel_relpath(prefix).split("/")))
@@ -117,7 +117,7 @@ class FolderStore(Store):
         except Refused:
             return [prefix]  # a symlink on the way: never entered; a reader of it refuses it, naming it
         return sorted(str(p.relative_to(self.path)) for p in (self.path / prefix).rglob("*")
-                      if (p.is_symlink() or p.is_file()) and not p.name.startswith("."))
+                      if (p.is_symlink() or not p.is_dir()) and not p.name.startswith("."))
 
     def check(self) -> None:
         if not self.path.parent.is_dir():

@@ -46,10 +46,11 @@ MAX_TEXT_CHARS = 4096  # a name, version, build, host or note
 LARGEST = 1e15  # bytes, seconds, speed-ups, TFLOP/s, milliseconds: anything larger is no measurement
 EARLIEST_TIME, LATEST_TIME = 946_684_800, 7_258_118_400  # 2000-01-01 .. 2200-01-01 (UTC seconds)
 NOARCH = "noarch"
-ARCH_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")  # what an architecture table row may be called
-HEX64 = re.compile(r"^[0-9a-f]{64}$")
-PACKAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+!-]*$")
-PLAIN_PATH = re.compile(r"^[A-Za-z0-9_.+=@,~/-]+$")  # shown on a page as it is; anything else is not shown
+ARCH_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}\Z")  # what an architecture table row may be called
+HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
+PACKAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+!-]*\Z")
+PLAIN_PATH = re.compile(r"^[A-Za-z0-9_.+=@,~/-]+\Z")  # shown on a page as it is; anything else is not shown
+# (\Z, never $: `$` also matches before a trailing newline, so "gfx942\n" would pass as a name)
 
 
 class Refused(UserError):
@@ -123,13 +124,21 @@ def open_folder(root: Path, parts: list[str], create: bool = False) -> int:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     raise Refused(f"{shown('/'.join(parts))}: {shown(name)} on its way is a symlink or not a "
                                   "folder") from None
-                raise
+                if exc.errno == errno.ENOENT:
+                    raise
+                raise _unopenable('/'.join(parts), exc) from None
             os.close(fd)
             fd = inner
         return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def _unopenable(relpath: str, exc: OSError) -> Refused:
+    """Any other failure to open what a channel holds, as a refusal naming it (never a traceback)."""
+    return Refused(f"{shown(relpath)}: cannot be opened ({exc.strerror or type(exc).__name__}): no plain file this "
+                   "user may read")
 
 
 def open_file(root: Path, relpath: str) -> int | None:
@@ -146,7 +155,7 @@ def open_file(root: Path, relpath: str) -> int | None:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise Refused(f"{shown(relpath)}: a symlink (a channel's files are never followed through one)") from None
-        raise
+        raise _unopenable(relpath, exc) from None  # a socket (ENXIO), a file this user may not read, ...
     finally:
         os.close(folder)
     mode = os.fstat(fd).st_mode
