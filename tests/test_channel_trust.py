@@ -421,4 +421,22 @@ def test_serve_never_follows_a_symlinked_page_nor_waits_on_a_fifo(world, served)
     assert answer.status == 404 and SECRET.encode() not in answer.read()
     connection.close()
     assert status(served, "/noarch/waits.json") == 404
+    assert status(served, "/noarch/x%E2%80%AEnosj.exe") == 400 and status(served, "/noarch/%C2%9B") == 400
     assert status(served, "/noarch/repodata.json") == 200
+
+
+def test_names_and_values_with_bidirectional_or_c1_controls_are_refused_and_named(world, capsys):
+    """`\\u202e` makes `x\\u202enosj.exe` read as `xexe.json`; `\\x9b` is a terminal's CSI (C1 control). Neither reaches
+    the page, a terminal line or the snippet as such: a file named so and a lookup entry whose host holds one are
+    refused, and verify names both (percent-encoded)."""
+    spoofed = world.plant("bench/gfx942/pytorch\u202enosj.exe.json", (world.team / bench_path(
+        "gfx942", world.listed("gfx942"))).read_bytes()).relative_to(world.team).as_posix()
+    file = world.listed("gfx1151", "vllm")
+    world.plant(entry_path(file), {**world.entry(file), "host": "builder\x9b31mred"})
+    code, out, err = run(capsys, "page", "--workspace", str(REPO), "--channel", str(world.team), "-q")
+    assert code == 0, err
+    html, data = ((world.team / name).read_text() for name in ("index.html", "channel-page.json"))
+    assert "\u202e" not in html + data and "\x9b" not in html + data and "\\u202e" not in data
+    code, out, err = run(capsys, "verify", "--workspace", str(REPO), "--from", world.team.as_uri(), "--quick")
+    assert code == 1 and "\u202e" not in out + err and "\x9b" not in out + err
+    assert shown(spoofed) in out and f"{entry_path(file)}: refused" in out, out

@@ -79,9 +79,14 @@ def page_problem(relpath: str, why: str, hide: bool = False) -> str:
     return why
 
 
+# C0 and C1 control characters (a terminal acts on them), and the bidirectional controls that make a name read
+# as another one (`x\u202egnp.json` shows as `xnosj.png`): in no name or value a channel holds
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def bad_characters(text: str) -> bool:
-    """Whether a path holds a NUL, another control character or a backslash: never in a channel's paths."""
-    return any(ord(c) < 32 or c in "\x7f\\" for c in text)
+    """Whether a path holds a control character (CONTROL) or a backslash: never in a channel's paths."""
+    return "\\" in text or CONTROL.search(text) is not None
 
 
 # -- paths ----------------------------------------------------------------------------------------------------
@@ -92,7 +97,7 @@ def channel_relpath(relpath) -> str:
     if len(relpath) > MAX_PATH_CHARS:
         raise Refused(f"{shown(relpath[:80])}…: a path of over {MAX_PATH_CHARS} characters")
     if bad_characters(relpath):
-        raise Refused(f"{shown(relpath)}: a control character or backslash in a path")
+        raise Refused(f"{shown(relpath)}: a control character, bidirectional control or backslash in a path")
     if relpath.startswith("/") or any(part in ("", ".", "..") for part in relpath.split("/")):
         raise Refused(f"{shown(relpath)}: an absolute path, or one with an empty, `.` or `..` part")
     return relpath
@@ -343,7 +348,7 @@ def text(value, where: str, limit: int = MAX_TEXT_CHARS) -> str:
     """A string without control characters, at most `limit` long."""
     if not isinstance(value, str):
         raise Refused(f"{where} is {_kind(value)}, not a string")
-    if len(value) > limit or any(ord(c) < 32 or c == "\x7f" for c in value):
+    if len(value) > limit or CONTROL.search(value):
         raise Refused(f"{where} is over {limit} characters long, or holds control characters")
     return value
 
