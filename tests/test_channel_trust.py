@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import socket
 import struct
 import threading
@@ -23,7 +24,7 @@ from orchestrate.share.bench import bench_path, encode_record, record_path, stem
 from orchestrate.share.cache import RemoteCache
 from orchestrate.share.lookup import entry_path
 from orchestrate.share.store import FolderStore
-from orchestrate.share.untrusted import MAX_BENCH_RESULTS, PLAIN_PATH, shown
+from orchestrate.share.untrusted import MAX_BENCH_RESULTS, PLAIN_PATH, Refused, shown
 from orchestrate.ui import Reporter
 from page_helpers import H100_BENCH, write_channel
 
@@ -440,3 +441,31 @@ def test_names_and_values_with_bidirectional_or_c1_controls_are_refused_and_name
     code, out, err = run(capsys, "verify", "--workspace", str(REPO), "--from", world.team.as_uri(), "--quick")
     assert code == 1 and "\u202e" not in out + err and "\x9b" not in out + err
     assert shown(spoofed) in out and f"{entry_path(file)}: refused" in out, out
+
+
+def test_a_channel_folder_swapped_for_a_symlink_mid_command_is_not_written_through(world, capsys, monkeypatch):
+    """Whoever may write the folder above the channel swaps the channel itself for a symlink to the victim's home
+    after the command resolved it, and a folder on the way to a stale upload for one after tidy listed it: no
+    write, and no removal, lands outside."""
+    store = FolderStore(world.team)
+    stale = world.home / "bench" / ".x.json.host-1-1.incoming"  # what a removal through the swap would hit
+    stale.parent.mkdir()
+    stale.write_text("the victim's")
+    os.utime(stale, (0, 0))
+    inside = world.team / "bench" / ".x.json.host-1-1.incoming"
+    inside.write_text("a killed publish's")
+    os.utime(inside, (0, 0))
+    listed = list(world.team.glob("**/.*.incoming"))
+    shutil.rmtree(world.team / "bench")
+    (world.team / "bench").symlink_to(world.home / "bench", target_is_directory=True)
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: iter(listed))
+    assert store.tidy() == [] and stale.exists()
+    monkeypatch.undo()
+    world.team.rename(world.root / "share" / "moved")
+    world.team.symlink_to(world.home, target_is_directory=True)
+    with pytest.raises(Refused, match="replaced by a symlink"):
+        store.create("index.html", data=b"<html>")
+    with pytest.raises(Refused, match="replaced by a symlink"):
+        with store.exclusive("test", print):  # the lock file, too, would be made in the victim's home
+            store.replace("channel-page.json", data=b"{}")
+    assert sorted(p.name for p in world.home.iterdir()) == [".bashrc", ".config", "bench"]

@@ -73,7 +73,7 @@ class ChannelRequestHandler(SimpleHTTPRequestHandler):
         """A read descriptor of the file `path` leads to when that is a visible plain file inside the channel,
         opened by the channel's reader (untrusted.open_file: no symlink on the way, no FIFO that would hang the
         handler), so a file swapped for a symlink after the checks above is refused, not followed; else None."""
-        root = os.path.realpath(self.directory)
+        root = self.directory  # resolved as the server started: a channel folder swapped for a symlink is refused
         relpath = os.path.relpath(os.path.realpath(path), root)
         if relpath == os.curdir or any(part.startswith(".") for part in relpath.split(os.sep)):
             return None  # outside the channel (`..`), or hidden

@@ -22,8 +22,8 @@ from typing import Callable, Iterator
 
 from ..channel import LockBusy, release_lock, take_lock
 from ..errors import UserError
-from .untrusted import (MAX_INDEX_BYTES, Refused, channel_relpath, copy_out, open_file, open_folder, read_in, stat_in,
-                        unique_suffix, write_in)
+from .untrusted import (MAX_INDEX_BYTES, Refused, channel_relpath, copy_out, open_file, open_folder, read_in,
+                        remove_in, stat_in, unique_suffix, write_in)
 
 INDEX_LOCK = ".orchestrate-index.lock"
 LOCK_WAIT_S = 600  # indexing a large channel takes a while; a publisher waits this long for another one
@@ -167,18 +167,22 @@ class FolderStore(Store):
     @contextlib.contextmanager
     def exclusive(self, doing: str, waiting: Callable[[str], None] = print) -> Iterator[None]:
         holder = f"pid {os.getpid()} on {socket.gethostname()} ({doing}, since {time.strftime('%H:%M:%S')})"
+        folder = open_folder(self.path, [])  # the channel folder itself swapped for a symlink: Refused
         try:
             try:
-                self._lock_fd = take_lock(self.path / INDEX_LOCK, holder)
+                self._lock_fd = take_lock(self.path / INDEX_LOCK, holder, dir_fd=folder)
             except LockBusy as busy:
                 waiting(f"waiting for {busy.holder} to finish indexing {self.url}")
-                self._lock_fd = take_lock(self.path / INDEX_LOCK, holder, wait_s=LOCK_WAIT_S)
+                self._lock_fd = take_lock(self.path / INDEX_LOCK, holder, wait_s=LOCK_WAIT_S,
+                                          dir_fd=folder)
         except LockBusy as busy:
             raise UserError(f"{self.url} is being indexed by {busy.holder} for over {LOCK_WAIT_S}s: "
                             "wait for it to finish, then publish again") from None
         except OSError as exc:
             raise UserError(f"cannot lock {self.path / INDEX_LOCK} ({exc.strerror or exc}): on NFS, mount with "
                             "locking enabled (no `nolock`); fix the folder's permissions otherwise") from None
+        finally:
+            os.close(folder)
         try:
             yield
         finally:
@@ -217,12 +221,13 @@ class FolderStore(Store):
         """Private copies (`.<file>.<host>-<pid>-<n>.incoming`) that a killed publish left; only old ones,
         since another machine may be writing one right now."""
         removed = []
-        now = time.time()
         for staged in self.path.glob(f"**/.*{STAGED_SUFFIX}"):
+            relpath = staged.relative_to(self.path).as_posix()
             try:
-                if staged.is_file() and now - staged.stat().st_mtime > STALE_STAGED_S:
-                    staged.unlink()
-                    removed.append(str(staged.relative_to(self.path)))
-            except FileNotFoundError:
+                if remove_in(self.path, relpath, STALE_STAGED_S):
+                    removed.append(relpath)
+            except (FileNotFoundError, NotADirectoryError):
                 continue  # its publish finished, or another one tidied it
+            except Refused:
+                continue  # a folder on its way became a symlink since the listing: never followed
         return removed

@@ -114,8 +114,16 @@ def package_file(file) -> str:
 
 def open_folder(root: Path, parts: list[str], create: bool = False) -> int:
     """A descriptor of the folder root/parts..., each part opened without following a symlink (made when
-    `create`); Refused when one is a symlink or no folder; FileNotFoundError when one is missing."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    `create`); Refused when one is a symlink or no folder; FileNotFoundError when one is missing. `root` is a
+    resolved path (FolderStore and Channel resolve theirs once, as the command starts): a symlink there now is
+    a channel folder swapped for one since, by whoever may write the folder above it, and is refused too."""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        raise Refused(f"{root}: the channel folder was replaced by a symlink or a file while this command ran: "
+                      "nothing is read or written through it; put the folder back") from None
     try:
         for name in parts:
             if create:
@@ -206,6 +214,22 @@ def stat_in(root: Path, relpath: str) -> os.stat_result | None:
         return os.fstat(fd)
     finally:
         os.close(fd)
+
+
+def remove_in(root: Path, relpath: str, older_than_s: float) -> bool:
+    """Remove the plain file root/relpath when it has not changed for `older_than_s` seconds; True when removed.
+    Through the folders opened without following a symlink, like write_in: a folder swapped for a symlink between
+    finding the file and removing it leads nowhere outside `root`."""
+    parts = relpath.split("/")
+    folder = open_folder(Path(root), parts[:-1])
+    try:
+        found = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+        if not stat.S_ISREG(found.st_mode) or time.time() - found.st_mtime <= older_than_s:
+            return False
+        os.unlink(parts[-1], dir_fd=folder)
+        return True
+    finally:
+        os.close(folder)
 
 
 def unique_suffix() -> str:
