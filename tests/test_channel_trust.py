@@ -469,3 +469,26 @@ def test_a_channel_folder_swapped_for_a_symlink_mid_command_is_not_written_throu
         with store.exclusive("test", print):  # the lock file, too, would be made in the victim's home
             store.replace("channel-page.json", data=b"{}")
     assert sorted(p.name for p in world.home.iterdir()) == [".bashrc", ".config", "bench"]
+
+
+def test_a_junk_package_file_is_set_aside_before_indexing_not_a_stop_for_every_publish(world, capsys):
+    """rattler's indexer panics on a `.conda` that is no zip (a Rust backtrace, then "indexing failed"): one junk
+    file in any subdir it indexes stopped every later publish. Under the lock, before indexing, such a file is
+    moved into the channel's hidden .refused/ folder (nothing lost, never served) and named; a real archive, a
+    listed one and a symlink the indexer skips stay where they are."""
+    store = FolderStore(world.team)
+    world.plant("linux-64/junk-1-0.conda", b"junk")
+    world.plant("osx-arm64/junk-2-0.conda", b"PK\x05\x06" + b"\0" * 18)  # an empty zip: no info-*.tar.zst
+    world.plant("noarch/junk-3-0.tar.bz2", b"junk")
+    (world.team / "noarch" / "link-1-0.conda").symlink_to(world.credentials)
+    with store.exclusive("test", print):
+        lines = store.index()
+    out = capsys.readouterr()
+    assert "panicked" not in out.out + out.err and "Traceback" not in out.out + out.err
+    for relpath in ("linux-64/junk-1-0.conda", "osx-arm64/junk-2-0.conda", "noarch/junk-3-0.tar.bz2"):
+        assert any(line.startswith(f"{relpath} is ") and "moved to .refused/" in line for line in lines), lines
+        assert not (world.team / relpath).exists()
+    assert len(list((world.team / ".refused").rglob("junk-*"))) == 3
+    assert (world.team / "noarch" / "link-1-0.conda").is_symlink()
+    assert "junk" not in (world.team / "linux-64" / "repodata.json").read_text()
+    world.assert_untouched()

@@ -15,17 +15,20 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import socket
 import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..channel import LockBusy, release_lock, take_lock
+from ..channel import PACKAGE_SUFFIXES, LockBusy, release_lock, take_lock
 from ..errors import UserError
-from .untrusted import (MAX_INDEX_BYTES, Refused, channel_relpath, copy_out, open_file, open_folder, read_in,
-                        remove_in, stat_in, unique_suffix, write_in)
+from .untrusted import (MAX_INDEX_BYTES, Refused, archive_problem, channel_relpath, copy_out, open_file, open_folder,
+                        read_in, read_json, remove_in, shown, stat_in, unique_suffix, write_in)
 
 INDEX_LOCK = ".orchestrate-index.lock"
+REFUSED_DIR = ".refused"  # package files the indexer could not read, set aside before indexing
+PLATFORM = re.compile(r"^(noarch|[a-z]+-[a-z0-9_]+)\Z")  # a subdir rattler's indexer indexes
 LOCK_WAIT_S = 600  # indexing a large channel takes a while; a publisher waits this long for another one
 STAGED_SUFFIX = ".incoming"
 STALE_STAGED_S = 24 * 3600  # a private copy untouched this long belongs to a publish that was killed
@@ -80,7 +83,8 @@ class Store:
         """Write change(current bytes or None) back, without losing another publisher's update."""
         raise NotImplementedError
 
-    def index(self, force: bool = False) -> None:
+    def index(self, force: bool = False) -> list[str]:
+        """Index the channel; returns a line for each file set aside because the indexer could not read it."""
         raise NotImplementedError
 
     def tidy(self) -> list[str]:
@@ -205,17 +209,56 @@ class FolderStore(Store):
             current = None
         self.replace(relpath, data=change(current))
 
-    def index(self, force: bool = False) -> None:
+    def index(self, force: bool = False) -> list[str]:
         from rattler.index import index_fs
 
         self._require_lock("the index")
         with self._writing("noarch/", "indexing"):
             (self.path / "noarch").mkdir(parents=True, exist_ok=True)
+            set_aside = self._set_aside_unreadable(force)
         try:
             asyncio.run(index_fs(self.path, write_shards=False, force=force))
         except Exception as exc:  # py-rattler raises plain exceptions with the Rust error text
             raise UserError(f"indexing {self.path} failed ({' '.join(str(exc).split())[:200]}): "
                             "fix the folder, then publish again") from None
+        return set_aside
+
+    def _set_aside_unreadable(self, force: bool) -> list[str]:
+        """Before indexing, under the lock: each package file that the indexer would read (one its subdir's index
+        does not list yet, or any with `force`) and could not, moved into REFUSED_DIR/<subdir>/ (hidden, never
+        served, nothing lost), so that one junk file stops no publish. A line for each: what and why."""
+        found = []
+        root = open_folder(self.path, [])
+        try:
+            subdirs = [e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False) and PLATFORM.match(e.name)]
+        finally:
+            os.close(root)
+        for subdir in subdirs:
+            try:
+                index = (read_json(self, f"{subdir}/repodata.json", MAX_INDEX_BYTES) or {}) if not force else {}
+            except Refused:
+                index = {}
+            listed = {name for key in ("packages", "packages.conda") if isinstance(index.get(key), dict)
+                      for name in index[key]}
+            folder = open_folder(self.path, [subdir])
+            try:
+                names = [e.name for e in os.scandir(folder) if e.name.endswith(PACKAGE_SUFFIXES)
+                         and not e.name.startswith(".") and e.name not in listed]
+            finally:
+                os.close(folder)
+            for name in names:
+                why = archive_problem(self.path, f"{subdir}/{name}")
+                if why:
+                    aside = f"{REFUSED_DIR}/{subdir}/{name}.{unique_suffix()}"
+                    source, target = open_folder(self.path, [subdir]), open_folder(self.path, aside.split("/")[:-1], True)
+                    try:
+                        os.rename(name, aside.split("/")[-1], src_dir_fd=source, dst_dir_fd=target)
+                    finally:
+                        os.close(source)
+                        os.close(target)
+                    found.append(f"{shown(subdir + '/' + name)} is {why}: moved to {shown(aside)} (the index leaves "
+                                 "it out)")
+        return found
 
     def tidy(self) -> list[str]:
         """Private copies (`.<file>.<host>-<pid>-<n>.incoming`) that a killed publish left; only old ones,
