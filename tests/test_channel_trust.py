@@ -492,3 +492,24 @@ def test_a_junk_package_file_is_set_aside_before_indexing_not_a_stop_for_every_p
     assert (world.team / "noarch" / "link-1-0.conda").is_symlink()
     assert "junk" not in (world.team / "linux-64" / "repodata.json").read_text()
     world.assert_untouched()
+
+
+def test_a_junk_package_key_in_s3_is_set_aside_before_indexing(world, monkeypatch):
+    """The same on S3, where rattler's S3 indexer panicked the same way: the junk key is copied into .refused/ and
+    deleted (read by ranged GETs of its end: the object itself is never downloaded whole)."""
+    from share_helpers import S3_ENV, bucket_keys, moto_server, s3_client
+    from orchestrate.share.s3 import S3Options, S3Store
+
+    for name, value in S3_ENV.items():
+        monkeypatch.setenv(name, value)
+    with moto_server() as endpoint:
+        client = s3_client(endpoint)
+        client.create_bucket(Bucket="team")
+        client.put_object(Bucket="team", Key="stack/noarch/repodata.json", Body=b'{"packages": {}}')
+        client.put_object(Bucket="team", Key="stack/linux-64/junk-1-0.conda", Body=b"junk" * 1000)
+        lines = S3Store("team", "stack", S3Options(endpoint, "us-east-1", True)).index()
+        keys = bucket_keys(client, "team")
+    assert len(lines) == 1 and lines[0].startswith("linux-64/junk-1-0.conda is not a zip archive"), lines
+    assert "stack/linux-64/junk-1-0.conda" not in keys
+    assert [k for k in keys if k.startswith("stack/.refused/linux-64/junk-1-0.conda.")]
+    assert b"junk" not in keys.get("stack/linux-64/repodata.json", b"")

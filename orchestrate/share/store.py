@@ -91,6 +91,41 @@ class Store:
         """Remove what killed publishes left behind and nobody will finish; returns what was removed."""
         return []
 
+    def set_aside_unreadable(self, force: bool) -> list[str]:
+        """Before indexing: each package file that rattler's indexer would read (one its subdir's index does not
+        list yet, or any with `force`) and could not (untrusted.archive_problem), moved into REFUSED_DIR/<subdir>/
+        (hidden, never served, nothing lost), so that one junk file stops no publish. A line for each."""
+        found = []
+        for subdir in self._platform_subdirs():
+            try:
+                index = (read_json(self, f"{subdir}/repodata.json", MAX_INDEX_BYTES) or {}) if not force else {}
+            except Refused:
+                index = {}
+            listed = {name for key in ("packages", "packages.conda") if isinstance(index.get(key), dict)
+                      for name in index[key]}
+            for relpath in self.list(subdir) or []:
+                name = relpath[len(subdir) + 1:]
+                if "/" in name or name.startswith(".") or not name.endswith(PACKAGE_SUFFIXES) or name in listed:
+                    continue
+                with self._open_package(relpath) as file:
+                    why = archive_problem(file, relpath) if file is not None else None
+                if why:
+                    aside = f"{REFUSED_DIR}/{relpath}.{unique_suffix()}"
+                    self._move_aside(relpath, aside)
+                    found.append(f"{shown(relpath)} is {why}: moved to {shown(aside)} (the index leaves it out)")
+        return found
+
+    def _platform_subdirs(self) -> list[str]:
+        """The channel's subdirs that rattler's indexer indexes (noarch, linux-64, osx-arm64, ...)."""
+        raise NotImplementedError
+
+    def _open_package(self, relpath: str):
+        """A context giving a seekable binary file of `relpath`, or None where there is no plain file."""
+        raise NotImplementedError
+
+    def _move_aside(self, relpath: str, aside: str) -> None:
+        raise NotImplementedError
+
 
 class FolderStore(Store):
     """A folder, local or on NFS. Create-only through a hard link of a finished copy (atomic on NFS too),
@@ -215,7 +250,7 @@ class FolderStore(Store):
         self._require_lock("the index")
         with self._writing("noarch/", "indexing"):
             (self.path / "noarch").mkdir(parents=True, exist_ok=True)
-            set_aside = self._set_aside_unreadable(force)
+            set_aside = self.set_aside_unreadable(force)
         try:
             asyncio.run(index_fs(self.path, write_shards=False, force=force))
         except Exception as exc:  # py-rattler raises plain exceptions with the Rust error text
@@ -223,42 +258,36 @@ class FolderStore(Store):
                             "fix the folder, then publish again") from None
         return set_aside
 
-    def _set_aside_unreadable(self, force: bool) -> list[str]:
-        """Before indexing, under the lock: each package file that the indexer would read (one its subdir's index
-        does not list yet, or any with `force`) and could not, moved into REFUSED_DIR/<subdir>/ (hidden, never
-        served, nothing lost), so that one junk file stops no publish. A line for each: what and why."""
-        found = []
+    def _platform_subdirs(self) -> list[str]:
         root = open_folder(self.path, [])
         try:
-            subdirs = [e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False) and PLATFORM.match(e.name)]
+            return [e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False) and PLATFORM.match(e.name)]
         finally:
             os.close(root)
-        for subdir in subdirs:
+
+    @contextlib.contextmanager
+    def _open_package(self, relpath: str):
+        try:
+            fd = open_file(self.path, relpath)
+        except Refused:
+            fd = None  # a symlink, a FIFO: the indexer skips them, verify names them
+        if fd is None:
+            yield None
+            return
+        with os.fdopen(fd, "rb") as file:
+            yield file
+
+    def _move_aside(self, relpath: str, aside: str) -> None:
+        parts, aside_parts = relpath.split("/"), aside.split("/")
+        source = open_folder(self.path, parts[:-1])
+        try:
+            target = open_folder(self.path, aside_parts[:-1], create=True)
             try:
-                index = (read_json(self, f"{subdir}/repodata.json", MAX_INDEX_BYTES) or {}) if not force else {}
-            except Refused:
-                index = {}
-            listed = {name for key in ("packages", "packages.conda") if isinstance(index.get(key), dict)
-                      for name in index[key]}
-            folder = open_folder(self.path, [subdir])
-            try:
-                names = [e.name for e in os.scandir(folder) if e.name.endswith(PACKAGE_SUFFIXES)
-                         and not e.name.startswith(".") and e.name not in listed]
+                os.rename(parts[-1], aside_parts[-1], src_dir_fd=source, dst_dir_fd=target)
             finally:
-                os.close(folder)
-            for name in names:
-                why = archive_problem(self.path, f"{subdir}/{name}")
-                if why:
-                    aside = f"{REFUSED_DIR}/{subdir}/{name}.{unique_suffix()}"
-                    source, target = open_folder(self.path, [subdir]), open_folder(self.path, aside.split("/")[:-1], True)
-                    try:
-                        os.rename(name, aside.split("/")[-1], src_dir_fd=source, dst_dir_fd=target)
-                    finally:
-                        os.close(source)
-                        os.close(target)
-                    found.append(f"{shown(subdir + '/' + name)} is {why}: moved to {shown(aside)} (the index leaves "
-                                 "it out)")
-        return found
+                os.close(target)
+        finally:
+            os.close(source)
 
     def tidy(self) -> list[str]:
         """Private copies (`.<file>.<host>-<pid>-<n>.incoming`) that a killed publish left; only old ones,

@@ -233,24 +233,17 @@ def remove_in(root: Path, relpath: str, older_than_s: float) -> bool:
         os.close(folder)
 
 
-def archive_problem(root: Path, relpath: str) -> str | None:
-    """Why the package file root/relpath is no archive that rattler's indexer can read (it panics on a .conda that
-    is no zip: one junk file would stop every publish), or None; None too for what it skips (a symlink, a FIFO).
-    Reads the zip's directory at the end of the file, not the file."""
+def archive_problem(file, relpath: str) -> str | None:
+    """Why the package file `relpath` (open as `file`, a seekable binary file) is no archive that rattler's indexer
+    can read (it panics on a .conda that is no zip: one junk file would stop every publish), or None. Reads the
+    zip's directory at the end of the file, not the file."""
+    if relpath.endswith(".tar.bz2"):
+        return None if file.read(3) == b"BZh" else "not a bzip2 archive"
     try:
-        fd = open_file(root, relpath)
-    except Refused:
-        return None
-    if fd is None:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        if relpath.endswith(".tar.bz2"):
-            return None if file.read(3) == b"BZh" else "not a bzip2 archive"
-        try:
-            with zipfile.ZipFile(file) as archive:
-                names = archive.namelist()
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
-            return f"not a zip archive ({' '.join(str(exc).split())[:80]})"
+        with zipfile.ZipFile(file) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
+        return f"not a zip archive ({' '.join(str(exc).split())[:80]})"
     if not any(n.startswith("info-") and n.endswith(".tar.zst") for n in names):
         return "a zip without the info-*.tar.zst of a .conda package"
     return None
