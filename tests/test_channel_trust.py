@@ -513,3 +513,34 @@ def test_a_junk_package_key_in_s3_is_set_aside_before_indexing(world, monkeypatc
     assert "stack/linux-64/junk-1-0.conda" not in keys
     assert [k for k in keys if k.startswith("stack/.refused/linux-64/junk-1-0.conda.")]
     assert b"junk" not in keys.get("stack/linux-64/repodata.json", b"")
+
+
+def test_a_lock_held_with_terminal_codes_in_it_is_named_without_them(world, capsys, monkeypatch):
+    """The holder a waiting command names is read from the lock file, which anyone who may write the channel
+    writes: its escape sequences (here one that retitles the terminal) never reach the victim's terminal."""
+    import fcntl
+
+    monkeypatch.setattr("orchestrate.share.store.LOCK_WAIT_S", 0.3)
+    lock = world.team / ".orchestrate-index.lock"
+    lock.write_bytes(b"\x1b]0;" + PAYLOAD.encode() + b"\x07pid 1 \xe2\x80\xae on builder")
+    with open(lock, "rb+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        code, out, err = run(capsys, "page", "--workspace", str(REPO), "--to", world.team.as_uri(), "-q")
+    assert code != 0 and "Traceback" not in out + err
+    assert "is being indexed by" in err and "pid 1" in err
+    assert not any(c in out + err for c in "\x1b\x07\u202e")
+    world.assert_untouched()
+
+
+def test_a_cache_channel_whose_index_is_a_symlink_is_one_line_with_its_fix(world, capsys):
+    """noarch/ swapped for a symlink to a folder outside: the cache channel is refused before anything is built, in
+    one line that names what to remove and how to go on."""
+    from orchestrate.errors import UserError
+
+    outside = world.root / "share" / "noarch"
+    (world.team / "noarch").rename(outside)
+    (world.team / "noarch").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(UserError) as refused:
+        RemoteCache(world.team.as_uri(), FolderStore(world.team), Reporter(quiet=True), ["gfx942"])
+    assert "noarch on its way is a symlink" in str(refused.value) and "drop that --cache-channel" in str(refused.value)
+    assert "\n" not in str(refused.value)

@@ -22,6 +22,7 @@ from .lookup import read_lookup
 from .publish import remote_sha256s
 from .store import FolderStore
 from .targets import Store, reader_for
+from .untrusted import Refused
 
 DOWNLOADS = "from-cache"
 INDEX = "noarch/repodata.json"  # every channel has it, even one without noarch packages
@@ -101,7 +102,12 @@ def require_channel(url: str, store: Store) -> None:
     if isinstance(store, FolderStore) and not store.path.is_dir():
         raise UserError(f"cache channel {url}: folder {store.path} does not exist (a share not mounted?): mount it "
                         f"or fix the URL, {drop}")
-    if store.size(INDEX) is None:  # a HEAD where the store has one: the index itself is read later, if needed
+    try:
+        there = store.size(INDEX)  # a HEAD where the store has one: the index itself is read later, if needed
+    except Refused as exc:  # a symlink (noarch/ or the index itself), a FIFO, ... planted in place of the index
+        raise UserError(f"cache channel {url}: {exc}: remove that there (`orchestrate verify --from {url}` names every "
+                        f"such file) and publish to it again, {drop}") from None
+    if there is None:
         raise UserError(f"cache channel {url} is not a channel (no {INDEX} there): fix the URL, fill it with "
                         f"`orchestrate publish --to {url}`, {drop}")
 
