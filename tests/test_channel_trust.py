@@ -458,7 +458,8 @@ def test_a_channel_folder_swapped_for_a_symlink_mid_command_is_not_written_throu
     listed = list(world.team.glob("**/.*.incoming"))
     shutil.rmtree(world.team / "bench")
     (world.team / "bench").symlink_to(world.home / "bench", target_is_directory=True)
-    monkeypatch.setattr(Path, "glob", lambda self, pattern: iter(listed))
+    monkeypatch.setattr(FolderStore, "_walk", lambda self, prefix, hidden=False: [
+        p.relative_to(world.team).as_posix() for p in listed])
     assert store.tidy() == [] and stale.exists()
     monkeypatch.undo()
     world.team.rename(world.root / "share" / "moved")
@@ -544,3 +545,34 @@ def test_a_cache_channel_whose_index_is_a_symlink_is_one_line_with_its_fix(world
         RemoteCache(world.team.as_uri(), FolderStore(world.team), Reporter(quiet=True), ["gfx942"])
     assert "noarch on its way is a symlink" in str(refused.value) and "drop that --cache-channel" in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+def test_folders_nested_thousands_deep_stop_no_page_verify_or_publish_tidy(world, capsys):
+    """Listing a channel walked it recursively: a planted tree 1500 folders deep under bench/ made a RecursionError
+    that stopped the page for good, a traceback of verify, and of the tidy publish runs under its lock. The walk
+    goes no deeper than a channel path may be; what lies deeper is refused and named."""
+    import subprocess
+
+    folder = os.open(world.team / "bench", os.O_RDONLY)
+    try:
+        for _ in range(1500):
+            os.mkdir("a", dir_fd=folder)
+            inner = os.open("a", os.O_RDONLY, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        os.close(os.open(".x.json.host-1-1.incoming", os.O_WRONLY | os.O_CREAT, dir_fd=folder))
+    finally:
+        os.close(folder)
+    try:
+        code, out, err = run(capsys, "page", "--workspace", str(REPO), "--channel", str(world.team), "-q")
+        assert code == 0 and "Traceback" not in out + err, err
+        assert any("refused" in p for p in strict_json((world.team / "channel-page.json").read_text())["problems"])
+        code, out, err = run(capsys, "verify", "--workspace", str(REPO), "--from", world.team.as_uri(), "--quick")
+        assert code == 1 and "Traceback" not in out + err
+        assert "bench/a/a/a/a/a/a/a/a: refused: a path of over 8 parts" in out, out
+        store = FolderStore(world.team)
+        with store.exclusive("test", print):
+            assert store.tidy() == []
+    finally:
+        subprocess.run(["rm", "-rf", str(world.team / "bench" / "a")], check=True)  # shutil.rmtree recurses too
+    world.assert_untouched()

@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 from ..channel import PACKAGE_SUFFIXES, LockBusy, release_lock, take_lock
 from ..errors import UserError
-from .untrusted import (MAX_INDEX_BYTES, Refused, archive_problem, channel_relpath, copy_out, open_file, open_folder,
+from .untrusted import (MAX_INDEX_BYTES, MAX_PATH_PARTS, Refused, archive_problem, channel_relpath, copy_out, open_file, open_folder,
                         read_in, read_json, remove_in, shown, stat_in, unique_suffix, write_in)
 
 INDEX_LOCK = ".orchestrate-index.lock"
@@ -147,7 +147,10 @@ class FolderStore(Store):
 
     def list(self, prefix: str) -> list[str]:
         """Everything but folders under `prefix`: files, and symlinks, FIFOs, sockets and devices (which readers
-        then refuse, naming them); a symlinked folder is listed, never entered."""
+        then refuse, naming them); a symlinked folder is listed, never entered; hidden names are left out. Walked
+        without recursion, and no deeper than a channel path may be (MAX_PATH_PARTS): what lies in a folder that
+        deep is listed, not entered, and refused by its readers (a planted tree thousands of folders deep made a
+        RecursionError of the page and verify)."""
         prefix = prefix.rstrip("/")
         try:
             os.close(open_folder(self.path, channel_relpath(prefix).split("/")))
@@ -155,8 +158,26 @@ class FolderStore(Store):
             return []
         except Refused:
             return [prefix]  # a symlink on the way: never entered; a reader of it refuses it, naming it
-        return sorted(str(p.relative_to(self.path)) for p in (self.path / prefix).rglob("*")
-                      if (p.is_symlink() or not p.is_dir()) and not p.name.startswith("."))
+        return self._walk(prefix)
+
+    def _walk(self, prefix: str, hidden: bool = False) -> list[str]:
+        """Every entry but folders under folder `prefix` ("": the channel), sorted; see `list`."""
+        found, folders = [], [prefix]
+        while folders:
+            folder = folders.pop()
+            try:
+                entries = list(os.scandir(self.path / folder))
+            except OSError:
+                continue  # gone since, or not ours to read
+            for entry in entries:
+                relpath = f"{folder}/{entry.name}" if folder else entry.name
+                if entry.name.startswith(".") and not hidden:
+                    continue
+                if entry.is_dir(follow_symlinks=False) and relpath.count("/") + 1 <= MAX_PATH_PARTS:
+                    folders.append(relpath)
+                else:
+                    found.append(relpath)
+        return sorted(found)
 
     def check(self) -> None:
         if not self.path.parent.is_dir():
@@ -293,8 +314,9 @@ class FolderStore(Store):
         """Private copies (`.<file>.<host>-<pid>-<n>.incoming`) that a killed publish left; only old ones,
         since another machine may be writing one right now."""
         removed = []
-        for staged in self.path.glob(f"**/.*{STAGED_SUFFIX}"):
-            relpath = staged.relative_to(self.path).as_posix()
+        for relpath in self._walk("", hidden=True):
+            if not (relpath.split("/")[-1].startswith(".") and relpath.endswith(STAGED_SUFFIX)):
+                continue
             try:
                 if remove_in(self.path, relpath, STALE_STAGED_S):
                     removed.append(relpath)

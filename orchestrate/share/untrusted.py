@@ -43,6 +43,7 @@ MAX_JSON_DEPTH = 64  # nesting of arrays and objects (real files: under 10)
 MAX_INT_DIGITS = 20  # a JSON integer longer than this is refused while parsing
 MAX_BENCH_RESULTS = 1000  # results in one bench document (a quick benchmark: a few dozen); more are refused
 MAX_PATH_CHARS = 1024
+MAX_PATH_PARTS = 8  # folders and file of a channel path (its deepest: orchestrate-manifest.d/<subdir>/<file>.bench/<arch>.record)
 MAX_TEXT_CHARS = 4096  # a name, version, build, host or note
 LARGEST = 1e15  # bytes, seconds, speed-ups, TFLOP/s, milliseconds: anything larger is no measurement
 EARLIEST_TIME, LATEST_TIME = 946_684_800, 7_258_118_400  # 2000-01-01 .. 2200-01-01 (UTC seconds)
@@ -101,6 +102,9 @@ def channel_relpath(relpath) -> str:
         raise Refused(f"{shown(relpath)}: a control character, bidirectional control or backslash in a path")
     if relpath.startswith("/") or any(part in ("", ".", "..") for part in relpath.split("/")):
         raise Refused(f"{shown(relpath)}: an absolute path, or one with an empty, `.` or `..` part")
+    if relpath.count("/") >= MAX_PATH_PARTS:
+        raise Refused(f"{shown(relpath[:200])}: a path of over {MAX_PATH_PARTS} parts (folders nested deeper than a "
+                      "channel has them)")
     return relpath
 
 
