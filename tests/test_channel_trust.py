@@ -329,6 +329,9 @@ def test_the_reference_states_the_limits_the_reader_applies():
                             ("MAX_BENCH_RESULTS", f"{untrusted.MAX_BENCH_RESULTS} (`MAX_BENCH_RESULTS`")):
         assert words in reference, f"docs/reference.md does not say {constant} is {words}"
     assert f"{untrusted.MAX_INT_DIGITS} digits" in reference and f"{untrusted.MAX_PATH_CHARS} characters" in reference
+    assert f"{untrusted.MAX_PATH_PARTS} parts (`MAX_PATH_PARTS`" in reference
+    from orchestrate.share.page.plot import MAX_BUILDS_SHOWN
+    assert f"latest {MAX_BUILDS_SHOWN} builds (`MAX_BUILDS_SHOWN`" in reference
 
 
 # -- variants a red team tried after the fix ------------------------------------------------------------------
