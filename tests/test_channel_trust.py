@@ -579,3 +579,21 @@ def test_folders_nested_thousands_deep_stop_no_page_verify_or_publish_tidy(world
     finally:
         subprocess.run(["rm", "-rf", str(world.team / "bench" / "a")], check=True)  # shutil.rmtree recurses too
     world.assert_untouched()
+
+
+def test_a_cache_hit_whose_package_is_a_symlink_to_the_victims_file_copies_nothing(world, capsys):
+    """The package a lookup entry names, replaced by a symlink to a file of the victim's: the cache refuses it in one
+    line naming the package, the channel and the fix, and nothing reaches the download folder."""
+    from orchestrate.errors import UserError
+
+    file = world.listed("gfx942", "flash-attn")  # the first file of its input hash: the one the cache takes
+    (world.team / file).symlink_to(world.credentials)
+    cache = RemoteCache(world.team.as_uri(), FolderStore(world.team), Reporter(quiet=True), ["gfx942"])
+    entry = world.entry(file)
+    output = type("Output", (), {"input_hash": entry["input_hash"], "name": entry["name"]})()
+    with pytest.raises(UserError) as refused:
+        cache.fetch(output, world.victim)
+    assert f"{file} in cache channel {world.team.as_uri()} is refused (a symlink" in str(refused.value)
+    assert "drop that --cache-channel" in str(refused.value)
+    assert not [p for p in world.victim.rglob("*") if p.is_file()]
+    world.assert_untouched()

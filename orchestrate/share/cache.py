@@ -22,7 +22,7 @@ from .lookup import read_lookup
 from .publish import remote_sha256s
 from .store import FolderStore
 from .targets import Store, reader_for
-from .untrusted import Refused
+from .untrusted import Refused, why_of
 
 DOWNLOADS = "from-cache"
 INDEX = "noarch/repodata.json"  # every channel has it, even one without noarch packages
@@ -67,7 +67,11 @@ class RemoteCache:
         package = folder / filename
         partial = folder / f".partial-{filename}"  # keeps the .conda suffix the archive reader goes by
         try:
-            self.store.download(entry.file, partial)
+            try:
+                self.store.download(entry.file, partial)
+            except Refused as exc:  # a symlink or FIFO planted in the package's place
+                raise UserError(f"{entry.file} in cache channel {self.description} is refused ({why_of(exc, entry.file)}): "
+                                "remove it there and re-publish, or drop that --cache-channel") from None
             self._verify(partial, entry, indexed_sha, output)
             partial.replace(package)
         finally:
