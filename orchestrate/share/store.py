@@ -165,15 +165,22 @@ class FolderStore(Store):
         found, folders = [], [prefix]
         while folders:
             folder = folders.pop()
-            try:
-                entries = list(os.scandir(self.path / folder))
+            try:  # through the folder as opened: one swapped for a symlink since its parent was read is not entered
+                fd = open_folder(self.path, folder.split("/") if folder else [])
+            except Refused:
+                found.append(folder)  # its readers refuse it, naming it
+                continue
             except OSError:
                 continue  # gone since, or not ours to read
-            for entry in entries:
-                relpath = f"{folder}/{entry.name}" if folder else entry.name
-                if entry.name.startswith(".") and not hidden:
+            try:  # whether each is a folder, asked while the folder is open (d_type, else a stat through it)
+                entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in os.scandir(fd)]
+            finally:
+                os.close(fd)
+            for name, is_folder in entries:
+                relpath = f"{folder}/{name}" if folder else name
+                if name.startswith(".") and not hidden:
                     continue
-                if entry.is_dir(follow_symlinks=False) and relpath.count("/") + 1 <= MAX_PATH_PARTS:
+                if is_folder and relpath.count("/") + 1 <= MAX_PATH_PARTS:
                     folders.append(relpath)
                 else:
                     found.append(relpath)
