@@ -147,7 +147,7 @@ class FolderStore(Store):
 
     def list(self, prefix: str) -> list[str]:
         """Everything but folders under `prefix`: files, and symlinks, FIFOs, sockets and devices (which readers
-        then refuse, naming them); a symlinked folder is listed, never entered; hidden names are left out. Walked
+        then refuse, naming them); a symlinked folder is listed, never entered; hidden files are left out. Walked
         without recursion, and no deeper than a channel path may be (MAX_PATH_PARTS): what lies in a folder that
         deep is listed, not entered, and refused by its readers (a planted tree thousands of folders deep made a
         RecursionError of the page and verify)."""
@@ -178,11 +178,9 @@ class FolderStore(Store):
                 os.close(fd)
             for name, is_folder in entries:
                 relpath = f"{folder}/{name}" if folder else name
-                if name.startswith(".") and not hidden:
-                    continue
                 if is_folder and relpath.count("/") + 1 <= MAX_PATH_PARTS:
                     folders.append(relpath)
-                else:
+                elif hidden or not name.startswith("."):
                     found.append(relpath)
         return sorted(found)
 
