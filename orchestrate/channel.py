@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -399,13 +400,22 @@ class LockBusy(Exception):
         self.holder = holder
 
 
-def take_lock(path: Path, holder: str, wait_s: float = 0.0) -> int:
+def take_lock(path: Path, holder: str, wait_s: float = 0.0, dir_fd: int | None = None) -> int:
     """flock `path` (created if needed), waiting up to `wait_s`, and record `holder` in it; returns the fd.
 
     The kernel releases a flock when its process ends, however it ends, so a killed holder never leaves a
     stale lock behind. On NFS, Linux maps flock to the server's byte-range locks (NLM, NFSv4), which the
     server releases when a dead client's lease runs out. Raises LockBusy with the recorded holder."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)  # a planted symlink is refused (ELOOP)
+    # a symlink: ELOOP; `dir_fd`: path's folder as the caller opened it (a shared channel's: never through a symlink)
+    fd = os.open(path if dir_fd is None else path.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666,
+                 dir_fd=dir_fd)
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
+        # the holder is written into the lock: never into a FIFO, a device, or a hard link to another file (a
+        # teammate's link to this user's ~/.bashrc would be truncated), and never read back from one either
+        os.close(fd)
+        raise UserError(f"{path} is {'a hard link to another file' if stat.S_ISREG(found.st_mode) else 'no plain file'}"
+                        ", not a lock file: remove it (nobody holds it), then run the same command again")
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -413,7 +423,8 @@ def take_lock(path: Path, holder: str, wait_s: float = 0.0) -> int:
             break
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                recorded = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+                recorded = "".join(c if c.isprintable() else "?" for c in os.pread(fd, 4096, 0).decode(
+                    errors="replace").strip())[:200] or "another process"  # not the terminal's control codes
                 os.close(fd)
                 raise LockBusy(recorded) from None
             time.sleep(0.1)

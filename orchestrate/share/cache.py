@@ -22,6 +22,7 @@ from .lookup import read_lookup
 from .publish import remote_sha256s
 from .store import FolderStore
 from .targets import Store, reader_for
+from .untrusted import Refused, why_of
 
 DOWNLOADS = "from-cache"
 INDEX = "noarch/repodata.json"  # every channel has it, even one without noarch packages
@@ -66,7 +67,11 @@ class RemoteCache:
         package = folder / filename
         partial = folder / f".partial-{filename}"  # keeps the .conda suffix the archive reader goes by
         try:
-            self.store.download(entry.file, partial)
+            try:
+                self.store.download(entry.file, partial)
+            except Refused as exc:  # a symlink or FIFO planted in the package's place
+                raise UserError(f"{entry.file} in cache channel {self.description} is refused ({why_of(exc, entry.file)}): "
+                                "remove it there and re-publish, or drop that --cache-channel") from None
             self._verify(partial, entry, indexed_sha, output)
             partial.replace(package)
         finally:
@@ -104,7 +109,12 @@ def require_channel(url: str, store: Store) -> None:
     if isinstance(store, FolderStore) and not store.path.is_dir():
         raise UserError(f"cache channel {url}: folder {store.path} does not exist (a share not mounted?): mount it "
                         f"or fix the URL, {drop}")
-    if store.size(INDEX) is None:  # a HEAD where the store has one: the index itself is read later, if needed
+    try:
+        there = store.size(INDEX)  # a HEAD where the store has one: the index itself is read later, if needed
+    except Refused as exc:  # a symlink (noarch/ or the index itself), a FIFO, ... planted in place of the index
+        raise UserError(f"cache channel {url}: {exc}: remove that there (`orchestrate verify --from {url}` names every "
+                        f"such file) and publish to it again, {drop}") from None
+    if there is None:
         raise UserError(f"cache channel {url} is not a channel (no {INDEX} there): fix the URL, fill it with "
                         f"`orchestrate publish --to {url}`, {drop}")
 

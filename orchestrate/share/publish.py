@@ -299,7 +299,8 @@ def _index_until_listed(recorded: list[ManifestEntry], store: Store, damaged: bo
     the folder before our files were there) may have written an index without them. Then index again."""
     missing = [e.file for e in recorded]
     for attempt in range(INDEX_ATTEMPTS):
-        store.index(force=damaged)
+        for line in store.index(force=damaged) or []:
+            reporter.error(f"warning: {line}")
         listed, damaged_now = read_index(store)
         missing = [e.file for e in recorded if listed.get(e.file, {}).get("sha256") != e.sha256]
         if not missing and not damaged_now:

@@ -8,7 +8,9 @@ retried when another publisher wrote first. rattler's indexer does the same for 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import io
 import os
 import random
 import re
@@ -19,7 +21,7 @@ from typing import Callable
 
 from ..errors import UserError
 from . import credentials
-from .store import Store
+from .store import PLATFORM, Store
 from .untrusted import MAX_INDEX_BYTES, Refused, channel_relpath, shown
 
 MULTIPART_CHUNK = 64 << 20  # larger files go up in parts of this size (S3 takes one PUT up to 5 GiB)
@@ -60,6 +62,37 @@ def s3_options(bucket: str, config: dict, endpoint_url: str | None = None, regio
 
 def _code(exc) -> str:
     return str(exc.response.get("Error", {}).get("Code", "")) if hasattr(exc, "response") else ""
+
+
+class _Ranges(io.RawIOBase):
+    """An S3 object as a seekable file, read by ranged GETs: a zip's directory is read without the object."""
+
+    def __init__(self, store: "S3Store", relpath: str, size: int):
+        self.store, self.relpath, self.size, self.position = store, relpath, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self.position = max(0, {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence] + offset)
+        return self.position
+
+    def readinto(self, buffer) -> int:
+        end = min(self.size, self.position + len(buffer))
+        if end <= self.position:
+            return 0
+        answer = self.store._call(f"reading {self.relpath}", self.store.client().get_object, Bucket=self.store.bucket,
+                                  Key=self.store._key(self.relpath), Range=f"bytes={self.position}-{end - 1}")
+        data = answer["Body"].read()
+        buffer[:len(data)] = data
+        self.position += len(data)
+        return len(data)
 
 
 class S3Store(Store):
@@ -267,8 +300,33 @@ class S3Store(Store):
         raise UserError(f"{self.url}/{relpath} kept changing under {CAS_ATTEMPTS} attempts to update it: "
                         "too many publishes at once; run the same command again")
 
-    def index(self, force: bool = False) -> None:
+    def _platform_subdirs(self) -> list[str]:
+        base = self._key("")
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base, Delimiter="/")
+        found = [p["Prefix"][len(base):].rstrip("/") for page in self._call("listing the channel", list, pages)
+                 for p in page.get("CommonPrefixes", [])]
+        return [name for name in found if PLATFORM.match(name)]
+
+    @contextlib.contextmanager
+    def _open_package(self, relpath: str):
+        try:
+            size = self.size(relpath)
+        except Refused:
+            size = None
+        yield None if size is None else io.BufferedReader(_Ranges(self, relpath, size), 1 << 16)
+
+    def _move_aside(self, relpath: str, aside: str) -> None:
+        """A copy, then the original deleted (S3 has no rename); another publisher that moved it first: nothing."""
+        copied = self._attempt(f"moving {relpath} aside", self.client().copy_object, Bucket=self.bucket,
+                               Key=self._key(aside), CopySource={"Bucket": self.bucket, "Key": self._key(relpath)})
+        if not isinstance(copied, str):
+            self._call(f"moving {relpath} aside", self.client().delete_object, Bucket=self.bucket,
+                       Key=self._key(relpath))
+
+    def index(self, force: bool = False) -> list[str]:
         from rattler.index import S3Credentials, index_s3
+
+        set_aside = self.set_aside_unreadable(force)
 
         if self.size("noarch/repodata.json") is None:
             # conda channels always have noarch; rattler's indexer only indexes subdirs it finds
@@ -286,7 +344,7 @@ class S3Store(Store):
             try:
                 asyncio.run(index_s3(self.url, credentials=creds, write_shards=False, force=force,
                                      precondition_checks=True))
-                return
+                return set_aside
             except Exception as exc:  # py-rattler raises plain exceptions with the Rust error text
                 text = credentials.redact(" ".join(str(exc).split()))
                 if not RACED_INDEX.search(text) or attempt == CAS_ATTEMPTS - 1:

@@ -24,7 +24,7 @@ from .. import stops
 from ..channel import Channel
 from ..errors import UserError
 from ..ui import Reporter
-from .untrusted import bad_characters
+from .untrusted import Refused, bad_characters, open_file
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -68,6 +68,35 @@ class ChannelRequestHandler(SimpleHTTPRequestHandler):
             self.send_error(status)
             return None
         return super().do_HEAD()
+
+    def _open_visible(self, path: str) -> int | None:
+        """A read descriptor of the file `path` leads to when that is a visible plain file inside the channel,
+        opened by the channel's reader (untrusted.open_file: no symlink on the way, no FIFO that would hang the
+        handler), so a file swapped for a symlink after the checks above is refused, not followed; else None."""
+        root = self.directory  # resolved as the server started: a channel folder swapped for a symlink is refused
+        relpath = os.path.relpath(os.path.realpath(path), root)
+        if relpath == os.curdir or any(part.startswith(".") for part in relpath.split(os.sep)):
+            return None  # outside the channel (`..`), or hidden
+        try:
+            return open_file(Path(root), relpath.replace(os.sep, "/"))
+        except Refused:
+            return None
+
+    def send_head(self):
+        path = self.translate_path(self.path)
+        folder = os.path.isdir(path)
+        if folder and not urllib.parse.urlsplit(self.path).path.endswith("/"):
+            return super().send_head()  # the redirect to the folder's URL with a slash
+        fd = self._open_visible(os.path.join(path, "index.html") if folder else path)
+        if fd is None:
+            return self.list_directory(path) if folder else self.send_error(404)
+        file = os.fdopen(fd, "rb")
+        self.send_response(200)
+        self.send_header("Content-type", self.guess_type(path if not folder else "index.html"))
+        self.send_header("Content-Length", str(os.fstat(fd).st_size))
+        self.send_header("Last-Modified", self.date_time_string(os.fstat(fd).st_mtime))
+        self.end_headers()
+        return file
 
     def list_directory(self, path):
         # A channel is read through its index, not by browsing; a folder with an index.html (the channel's

@@ -15,17 +15,20 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import socket
 import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..channel import LockBusy, release_lock, take_lock
+from ..channel import PACKAGE_SUFFIXES, LockBusy, release_lock, take_lock
 from ..errors import UserError
-from .untrusted import (MAX_INDEX_BYTES, Refused, channel_relpath, copy_out, open_file, open_folder, read_in, stat_in,
-                        unique_suffix, write_in)
+from .untrusted import (MAX_INDEX_BYTES, MAX_PATH_PARTS, Refused, archive_problem, channel_relpath, copy_out, open_file, open_folder,
+                        read_in, read_json, remove_in, shown, stat_in, unique_suffix, write_in)
 
 INDEX_LOCK = ".orchestrate-index.lock"
+REFUSED_DIR = ".refused"  # package files the indexer could not read, set aside before indexing
+PLATFORM = re.compile(r"^(noarch|[a-z]+-[a-z0-9_]+)\Z")  # a subdir rattler's indexer indexes
 LOCK_WAIT_S = 600  # indexing a large channel takes a while; a publisher waits this long for another one
 STAGED_SUFFIX = ".incoming"
 STALE_STAGED_S = 24 * 3600  # a private copy untouched this long belongs to a publish that was killed
@@ -80,12 +83,48 @@ class Store:
         """Write change(current bytes or None) back, without losing another publisher's update."""
         raise NotImplementedError
 
-    def index(self, force: bool = False) -> None:
+    def index(self, force: bool = False) -> list[str]:
+        """Index the channel; returns a line for each file set aside because the indexer could not read it."""
         raise NotImplementedError
 
     def tidy(self) -> list[str]:
         """Remove what killed publishes left behind and nobody will finish; returns what was removed."""
         return []
+
+    def set_aside_unreadable(self, force: bool) -> list[str]:
+        """Before indexing: each package file that rattler's indexer would read (one its subdir's index does not
+        list yet, or any with `force`) and could not (untrusted.archive_problem), moved into REFUSED_DIR/<subdir>/
+        (hidden, never served, nothing lost), so that one junk file stops no publish. A line for each."""
+        found = []
+        for subdir in self._platform_subdirs():
+            try:
+                index = (read_json(self, f"{subdir}/repodata.json", MAX_INDEX_BYTES) or {}) if not force else {}
+            except Refused:
+                index = {}
+            listed = {name for key in ("packages", "packages.conda") if isinstance(index.get(key), dict)
+                      for name in index[key]}
+            for relpath in self.list(subdir) or []:
+                name = relpath[len(subdir) + 1:]
+                if "/" in name or name.startswith(".") or not name.endswith(PACKAGE_SUFFIXES) or name in listed:
+                    continue
+                with self._open_package(relpath) as file:
+                    why = archive_problem(file, relpath) if file is not None else None
+                if why:
+                    aside = f"{REFUSED_DIR}/{relpath}.{unique_suffix()}"
+                    self._move_aside(relpath, aside)
+                    found.append(f"{shown(relpath)} is {why}: moved to {shown(aside)} (the index leaves it out)")
+        return found
+
+    def _platform_subdirs(self) -> list[str]:
+        """The channel's subdirs that rattler's indexer indexes (noarch, linux-64, osx-arm64, ...)."""
+        raise NotImplementedError
+
+    def _open_package(self, relpath: str):
+        """A context giving a seekable binary file of `relpath`, or None where there is no plain file."""
+        raise NotImplementedError
+
+    def _move_aside(self, relpath: str, aside: str) -> None:
+        raise NotImplementedError
 
 
 class FolderStore(Store):
@@ -107,8 +146,11 @@ class FolderStore(Store):
             raise UserError(f"{self.url} lists {relpath} but does not have it: re-publish the channel")
 
     def list(self, prefix: str) -> list[str]:
-        """Files and symlinks (which readers then refuse, naming them) under `prefix`; a symlinked folder is
-        listed, never entered."""
+        """Everything but folders under `prefix`: files, and symlinks, FIFOs, sockets and devices (which readers
+        then refuse, naming them); a symlinked folder is listed, never entered; hidden files are left out. Walked
+        without recursion, and no deeper than a channel path may be (MAX_PATH_PARTS): what lies in a folder that
+        deep is listed, not entered, and refused by its readers (a planted tree thousands of folders deep made a
+        RecursionError of the page and verify)."""
         prefix = prefix.rstrip("/")
         try:
             os.close(open_folder(self.path, channel_relpath(prefix).split("/")))
@@ -116,8 +158,31 @@ class FolderStore(Store):
             return []
         except Refused:
             return [prefix]  # a symlink on the way: never entered; a reader of it refuses it, naming it
-        return sorted(str(p.relative_to(self.path)) for p in (self.path / prefix).rglob("*")
-                      if (p.is_symlink() or p.is_file()) and not p.name.startswith("."))
+        return self._walk(prefix)
+
+    def _walk(self, prefix: str, hidden: bool = False) -> list[str]:
+        """Every entry but folders under folder `prefix` ("": the channel), sorted; see `list`."""
+        found, folders = [], [prefix]
+        while folders:
+            folder = folders.pop()
+            try:  # through the folder as opened: one swapped for a symlink since its parent was read is not entered
+                fd = open_folder(self.path, folder.split("/") if folder else [])
+            except Refused:
+                found.append(folder)  # its readers refuse it, naming it
+                continue
+            except OSError:
+                continue  # gone since, or not ours to read
+            try:  # whether each is a folder, asked while the folder is open (d_type, else a stat through it)
+                entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in os.scandir(fd)]
+            finally:
+                os.close(fd)
+            for name, is_folder in entries:
+                relpath = f"{folder}/{name}" if folder else name
+                if is_folder and relpath.count("/") + 1 <= MAX_PATH_PARTS:
+                    folders.append(relpath)
+                elif hidden or not name.startswith("."):
+                    found.append(relpath)
+        return sorted(found)
 
     def check(self) -> None:
         if not self.path.parent.is_dir():
@@ -167,18 +232,22 @@ class FolderStore(Store):
     @contextlib.contextmanager
     def exclusive(self, doing: str, waiting: Callable[[str], None] = print) -> Iterator[None]:
         holder = f"pid {os.getpid()} on {socket.gethostname()} ({doing}, since {time.strftime('%H:%M:%S')})"
+        folder = open_folder(self.path, [])  # the channel folder itself swapped for a symlink: Refused
         try:
             try:
-                self._lock_fd = take_lock(self.path / INDEX_LOCK, holder)
+                self._lock_fd = take_lock(self.path / INDEX_LOCK, holder, dir_fd=folder)
             except LockBusy as busy:
                 waiting(f"waiting for {busy.holder} to finish indexing {self.url}")
-                self._lock_fd = take_lock(self.path / INDEX_LOCK, holder, wait_s=LOCK_WAIT_S)
+                self._lock_fd = take_lock(self.path / INDEX_LOCK, holder, wait_s=LOCK_WAIT_S,
+                                          dir_fd=folder)
         except LockBusy as busy:
             raise UserError(f"{self.url} is being indexed by {busy.holder} for over {LOCK_WAIT_S}s: "
                             "wait for it to finish, then publish again") from None
         except OSError as exc:
             raise UserError(f"cannot lock {self.path / INDEX_LOCK} ({exc.strerror or exc}): on NFS, mount with "
                             "locking enabled (no `nolock`); fix the folder's permissions otherwise") from None
+        finally:
+            os.close(folder)
         try:
             yield
         finally:
@@ -201,28 +270,63 @@ class FolderStore(Store):
             current = None
         self.replace(relpath, data=change(current))
 
-    def index(self, force: bool = False) -> None:
+    def index(self, force: bool = False) -> list[str]:
         from rattler.index import index_fs
 
         self._require_lock("the index")
         with self._writing("noarch/", "indexing"):
             (self.path / "noarch").mkdir(parents=True, exist_ok=True)
+            set_aside = self.set_aside_unreadable(force)
         try:
             asyncio.run(index_fs(self.path, write_shards=False, force=force))
         except Exception as exc:  # py-rattler raises plain exceptions with the Rust error text
             raise UserError(f"indexing {self.path} failed ({' '.join(str(exc).split())[:200]}): "
                             "fix the folder, then publish again") from None
+        return set_aside
+
+    def _platform_subdirs(self) -> list[str]:
+        root = open_folder(self.path, [])
+        try:
+            return [e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False) and PLATFORM.match(e.name)]
+        finally:
+            os.close(root)
+
+    @contextlib.contextmanager
+    def _open_package(self, relpath: str):
+        try:
+            fd = open_file(self.path, relpath)
+        except Refused:
+            fd = None  # a symlink, a FIFO: the indexer skips them, verify names them
+        if fd is None:
+            yield None
+            return
+        with os.fdopen(fd, "rb") as file:
+            yield file
+
+    def _move_aside(self, relpath: str, aside: str) -> None:
+        parts, aside_parts = relpath.split("/"), aside.split("/")
+        source = open_folder(self.path, parts[:-1])
+        try:
+            target = open_folder(self.path, aside_parts[:-1], create=True)
+            try:
+                os.rename(parts[-1], aside_parts[-1], src_dir_fd=source, dst_dir_fd=target)
+            finally:
+                os.close(target)
+        finally:
+            os.close(source)
 
     def tidy(self) -> list[str]:
         """Private copies (`.<file>.<host>-<pid>-<n>.incoming`) that a killed publish left; only old ones,
         since another machine may be writing one right now."""
         removed = []
-        now = time.time()
-        for staged in self.path.glob(f"**/.*{STAGED_SUFFIX}"):
+        for relpath in self._walk("", hidden=True):
+            if not (relpath.split("/")[-1].startswith(".") and relpath.endswith(STAGED_SUFFIX)):
+                continue
             try:
-                if staged.is_file() and now - staged.stat().st_mtime > STALE_STAGED_S:
-                    staged.unlink()
-                    removed.append(str(staged.relative_to(self.path)))
-            except FileNotFoundError:
+                if remove_in(self.path, relpath, STALE_STAGED_S):
+                    removed.append(relpath)
+            except (FileNotFoundError, NotADirectoryError):
                 continue  # its publish finished, or another one tidied it
+            except Refused:
+                continue  # a folder on its way became a symlink since the listing: never followed
         return removed

@@ -30,6 +30,7 @@ import socket
 import stat
 import time
 import urllib.parse
+import zipfile
 from dataclasses import MISSING, fields
 from pathlib import Path
 
@@ -42,14 +43,16 @@ MAX_JSON_DEPTH = 64  # nesting of arrays and objects (real files: under 10)
 MAX_INT_DIGITS = 20  # a JSON integer longer than this is refused while parsing
 MAX_BENCH_RESULTS = 1000  # results in one bench document (a quick benchmark: a few dozen); more are refused
 MAX_PATH_CHARS = 1024
+MAX_PATH_PARTS = 8  # folders and file of a channel path (its deepest: orchestrate-manifest.d/<subdir>/<file>.bench/<arch>.record)
 MAX_TEXT_CHARS = 4096  # a name, version, build, host or note
 LARGEST = 1e15  # bytes, seconds, speed-ups, TFLOP/s, milliseconds: anything larger is no measurement
 EARLIEST_TIME, LATEST_TIME = 946_684_800, 7_258_118_400  # 2000-01-01 .. 2200-01-01 (UTC seconds)
 NOARCH = "noarch"
-ARCH_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")  # what an architecture table row may be called
-HEX64 = re.compile(r"^[0-9a-f]{64}$")
-PACKAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+!-]*$")
-PLAIN_PATH = re.compile(r"^[A-Za-z0-9_.+=@,~/-]+$")  # shown on a page as it is; anything else is not shown
+ARCH_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}\Z")  # what an architecture table row may be called
+HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
+PACKAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+!-]*\Z")
+PLAIN_PATH = re.compile(r"^[A-Za-z0-9_.+=@,~/-]+\Z")  # shown on a page as it is; anything else is not shown
+# (\Z, never $: `$` also matches before a trailing newline, so "gfx942\n" would pass as a name)
 
 
 class Refused(UserError):
@@ -78,9 +81,14 @@ def page_problem(relpath: str, why: str, hide: bool = False) -> str:
     return why
 
 
+# C0 and C1 control characters (a terminal acts on them), and the bidirectional controls that make a name read
+# as another one (`x\u202egnp.json` shows as `xnosj.png`): in no name or value a channel holds
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def bad_characters(text: str) -> bool:
-    """Whether a path holds a NUL, another control character or a backslash: never in a channel's paths."""
-    return any(ord(c) < 32 or c in "\x7f\\" for c in text)
+    """Whether a path holds a control character (CONTROL) or a backslash: never in a channel's paths."""
+    return "\\" in text or CONTROL.search(text) is not None
 
 
 # -- paths ----------------------------------------------------------------------------------------------------
@@ -91,9 +99,12 @@ def channel_relpath(relpath) -> str:
     if len(relpath) > MAX_PATH_CHARS:
         raise Refused(f"{shown(relpath[:80])}…: a path of over {MAX_PATH_CHARS} characters")
     if bad_characters(relpath):
-        raise Refused(f"{shown(relpath)}: a control character or backslash in a path")
+        raise Refused(f"{shown(relpath)}: a control character, bidirectional control or backslash in a path")
     if relpath.startswith("/") or any(part in ("", ".", "..") for part in relpath.split("/")):
         raise Refused(f"{shown(relpath)}: an absolute path, or one with an empty, `.` or `..` part")
+    if relpath.count("/") >= MAX_PATH_PARTS:
+        raise Refused(f"{shown(relpath[:200])}: a path of over {MAX_PATH_PARTS} parts (folders nested deeper than a "
+                      "channel has them)")
     return relpath
 
 
@@ -108,8 +119,16 @@ def package_file(file) -> str:
 
 def open_folder(root: Path, parts: list[str], create: bool = False) -> int:
     """A descriptor of the folder root/parts..., each part opened without following a symlink (made when
-    `create`); Refused when one is a symlink or no folder; FileNotFoundError when one is missing."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    `create`); Refused when one is a symlink or no folder; FileNotFoundError when one is missing. `root` is a
+    resolved path (FolderStore and Channel resolve theirs once, as the command starts): a symlink there now is
+    a channel folder swapped for one since, by whoever may write the folder above it, and is refused too."""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        raise Refused(f"{root}: the channel folder was replaced by a symlink or a file while this command ran: "
+                      "nothing is read or written through it; put the folder back") from None
     try:
         for name in parts:
             if create:
@@ -123,13 +142,21 @@ def open_folder(root: Path, parts: list[str], create: bool = False) -> int:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     raise Refused(f"{shown('/'.join(parts))}: {shown(name)} on its way is a symlink or not a "
                                   "folder") from None
-                raise
+                if exc.errno == errno.ENOENT:
+                    raise
+                raise _unopenable('/'.join(parts), exc) from None
             os.close(fd)
             fd = inner
         return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def _unopenable(relpath: str, exc: OSError) -> Refused:
+    """Any other failure to open what a channel holds, as a refusal naming it (never a traceback)."""
+    return Refused(f"{shown(relpath)}: cannot be opened ({exc.strerror or type(exc).__name__}): no plain file this "
+                   "user may read")
 
 
 def open_file(root: Path, relpath: str) -> int | None:
@@ -146,7 +173,7 @@ def open_file(root: Path, relpath: str) -> int | None:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise Refused(f"{shown(relpath)}: a symlink (a channel's files are never followed through one)") from None
-        raise
+        raise _unopenable(relpath, exc) from None  # a socket (ENXIO), a file this user may not read, ...
     finally:
         os.close(folder)
     mode = os.fstat(fd).st_mode
@@ -192,6 +219,38 @@ def stat_in(root: Path, relpath: str) -> os.stat_result | None:
         return os.fstat(fd)
     finally:
         os.close(fd)
+
+
+def remove_in(root: Path, relpath: str, older_than_s: float) -> bool:
+    """Remove the plain file root/relpath when it has not changed for `older_than_s` seconds; True when removed.
+    Through the folders opened without following a symlink, like write_in: a folder swapped for a symlink between
+    finding the file and removing it leads nowhere outside `root`."""
+    parts = relpath.split("/")
+    folder = open_folder(Path(root), parts[:-1])
+    try:
+        found = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+        if not stat.S_ISREG(found.st_mode) or time.time() - found.st_mtime <= older_than_s:
+            return False
+        os.unlink(parts[-1], dir_fd=folder)
+        return True
+    finally:
+        os.close(folder)
+
+
+def archive_problem(file, relpath: str) -> str | None:
+    """Why the package file `relpath` (open as `file`, a seekable binary file) is no archive that rattler's indexer
+    can read (it panics on a .conda that is no zip: one junk file would stop every publish), or None. Reads the
+    zip's directory at the end of the file, not the file."""
+    if relpath.endswith(".tar.bz2"):
+        return None if file.read(3) == b"BZh" else "not a bzip2 archive"
+    try:
+        with zipfile.ZipFile(file) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
+        return f"not a zip archive ({' '.join(str(exc).split())[:80]})"
+    if not any(n.startswith("info-") and n.endswith(".tar.zst") for n in names):
+        return "a zip without the info-*.tar.zst of a .conda package"
+    return None
 
 
 def unique_suffix() -> str:
@@ -334,7 +393,7 @@ def text(value, where: str, limit: int = MAX_TEXT_CHARS) -> str:
     """A string without control characters, at most `limit` long."""
     if not isinstance(value, str):
         raise Refused(f"{where} is {_kind(value)}, not a string")
-    if len(value) > limit or any(ord(c) < 32 or c == "\x7f" for c in value):
+    if len(value) > limit or CONTROL.search(value):
         raise Refused(f"{where} is over {limit} characters long, or holds control characters")
     return value
 

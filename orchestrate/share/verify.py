@@ -239,9 +239,11 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
             elif why := _unreadable(data, bench):
                 result.problems.append(Problem(bench, "damaged-bench", f"the channel page cannot read it ({why})",
                                                fixes.bench(relpath, package)))
+    named = {p.file for p in result.problems}  # once, not per document: verify's cost stays linear
     for bench, _arch, document, why_not in channel_documents(store, known):
         if why_not:
-            if bench not in {p.file for p in result.problems}:  # its record's check named it already
+            if bench not in named:  # its record's check named it already
+                named.add(bench)
                 result.problems.append(Problem(bench, "damaged-bench", refused(why_not, bench), fixes.forget(bench)))
             continue
         if bench in recorded:
@@ -269,8 +271,8 @@ def _check_paths(store: Store, fixes: Fixes, result: Verification) -> None:
                 continue  # an S3 console's empty "folder" object: nothing reads it
             try:
                 channel_relpath(relpath)
-                if isinstance(store, FolderStore) and (store.path / relpath).is_symlink():
-                    raise Refused(f"{shown(relpath)}: a symlink (a channel's files are never followed through one)")
+                if isinstance(store, FolderStore):  # the reader itself: a symlink, FIFO, socket, ... is refused
+                    store.size(relpath)
             except Refused as exc:
                 if relpath not in named:
                     named.add(relpath)

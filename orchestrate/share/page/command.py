@@ -46,7 +46,7 @@ def run(args, reporter) -> int:
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
     config = load_config(workspace)
     store = _target(args, config)
-    if store.read("noarch/repodata.json") is None and store.read(MANIFEST) is None:
+    if store.size("noarch/repodata.json") is None and store.size(MANIFEST) is None:  # a stat, not a read
         raise UserError(f"{store.url} holds no channel yet (no noarch/repodata.json): build into it or publish to "
                         "it first, then run `orchestrate page` again")
     store.check()

@@ -6,21 +6,35 @@ from __future__ import annotations
 import math
 from html import escape
 
+from ..untrusted import MAX_BENCH_RESULTS
+
 WIDTH, PLOT_HEIGHT = 480, 170
 LEFT, RIGHT, TOP = 44, 12, 12
 INSET = 24  # the first and last run stand this far inside the axis, so their labels fit
 AXIS_LABELS, LEGEND_ROW = 40, 18  # room below the plot for the x labels, then two legend entries a row
 COLOURS = ("#3f51b5", "#e91e63", "#009688", "#ff9800", "#795548", "#607d8b")  # Material indigo, pink, teal, ...
 DASHES = {"forward": "", "backward": "6 4"}
+# The plot and the table beside it show a series' latest builds, at most this many, and at most as many lines
+# (backend, dtype, pass) as one document may hold results: a line per key and a cell per key and build would
+# otherwise grow with builds times keys, quadratic in what a channel holds (channel-page.json has every build).
+MAX_BUILDS_SHOWN = 50
+
+
+def shown_history(history: list[dict]) -> list[dict]:
+    return history[-MAX_BUILDS_SHOWN:]
 
 
 def series_of(history: list[dict]) -> dict[tuple, list]:
-    """(backend, dtype, pass) -> its speed-up in each document (None where that document lacks it). One pass over
-    the results (dicts, not list searches): linear in their number, however many a document holds."""
+    """(backend, dtype, pass) -> its speed-up in each document (None where that document lacks it), for the first
+    MAX_BENCH_RESULTS keys. One pass over the results (dicts, not list searches): linear in their number, however
+    many a document holds."""
     series: dict[tuple, list] = {}
     for index, point in enumerate(history):
         for result in point["results"]:
-            values = series.setdefault((result["backend"], result["dtype"], result["pass"]), [None] * len(history))
+            key = (result["backend"], result["dtype"], result["pass"])
+            if key not in series and len(series) >= MAX_BENCH_RESULTS:
+                continue
+            values = series.setdefault(key, [None] * len(history))
             if values[index] is None:  # the first result of a key in a document, as before
                 value = result.get("speedup")
                 values[index] = value if isinstance(value, (int, float)) else None

@@ -9,7 +9,7 @@ import urllib.parse
 from html import escape
 
 from .model import REGRESSION_THRESHOLD
-from .plot import history_svg
+from .plot import history_svg, series_of, shown_history
 
 CSS = """
 :root{--primary:#4051b5;--text:rgba(0,0,0,.87);--muted:rgba(0,0,0,.6);--line:rgba(0,0,0,.12);--code:#f5f5f5;
@@ -230,12 +230,16 @@ def series_block(arch: str, series: dict, element_id: str) -> str:
              _num(r["tflops"], 1), _num(r["ms"], 3)] for r in latest["results"]]
     parts.append(_table(["Backend", "dtype", "Pass", "Speed-up", "TFLOP/s", "ms"], rows, {3, 4, 5},
                         caption="Speed-up over the math backend, throughput and time of one pass at that shape"))
-    parts.append(f"<p>Over the {len(history)} build(s) of {escape(series['package'])} this channel holds:</p>")
+    shown = shown_history(history)
+    builds = (f"the latest {len(shown)} of the {len(history)} builds" if len(shown) < len(history)
+              else f"the {len(history)} build(s)")
+    parts.append(f"<p>Over {builds} of {escape(series['package'])} this channel holds:</p>")
     parts.append(history_svg(f"{arch}, {series['package']}'s test on {series['device'] or 'an unnamed GPU'}",
-                             history, element_id))
-    keys = list(dict.fromkeys((r["backend"], r["dtype"], r["pass"]) for point in history for r in point["results"]))
+                             shown, element_id))
+    keys = list(series_of(shown))
     rows = []
-    for i, point in enumerate(history):
+    first = len(history) - len(shown)
+    for i, point in enumerate(shown, start=first):
         by_key = {}
         for r in point["results"]:
             by_key.setdefault((r["backend"], r["dtype"], r["pass"]), r)
