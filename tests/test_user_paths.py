@@ -409,7 +409,8 @@ def test_verify_of_another_channel_gives_fixes_for_that_channel(quickstart, mach
     other = tmp_path / "copy"
     shutil.copytree(machine / "channel", other)
     next(other.glob("*/vllm-*.conda")).unlink()
-    result = orchestrate("verify", "--channel", other, cwd=machine)
+    # wide: a fix naming a long temporary folder would be folded mid-path at 80 columns
+    result = orchestrate("verify", "--channel", other, cwd=machine, env={"COLUMNS": "1000"})
     assert result.code == 1
     problems = [" ".join(entry.split()) for entry in re.split(r"\n(?! )", result.out)]  # each wrapped under its first line
     line = next(line for line in problems if "vllm-" in line)
