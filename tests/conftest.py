@@ -20,8 +20,13 @@ REPO = Path(__file__).resolve().parent.parent
 # rattler's package cache keys packages by name-version-build, and the test graph builds the same names with
 # different contents in many tests: a cache of this run's own keeps concurrent runs (two developers' suites on
 # one machine, CI beside a local run) from installing each other's packages. Builds, tests and subprocesses
-# inherit it.
-os.environ.setdefault("RATTLER_CACHE_DIR", tempfile.mkdtemp(prefix="rocm-stack-tests-rattler-cache-"))
+# inherit it. pytest-xdist's workers inherit the controller's environment, so each worker makes its own: two
+# workers sharing one cache installed each other's test-graph packages.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["RATTLER_CACHE_DIR"] = tempfile.mkdtemp(
+        prefix=f"rocm-stack-tests-rattler-cache-{os.environ['PYTEST_XDIST_WORKER']}-")
+else:
+    os.environ.setdefault("RATTLER_CACHE_DIR", tempfile.mkdtemp(prefix="rocm-stack-tests-rattler-cache-"))
 
 
 @dataclass
