@@ -20,8 +20,8 @@ import pytest
 from prebuilt_helpers import make_index
 from real_metadata import AMDSMI, wheel_file
 from source_helpers import CountingServer
-from stack import install, make_workspace
-from test_rocm_sdk_split import ARCHS, PYTHON_STAND_IN, SITE, _write_lock
+from stack import install
+from test_rocm_sdk_split import ARCHS, PYTHON_STAND_IN, SITE, _write_lock, real_recipes_workspace
 
 REPO = Path(__file__).resolve().parent.parent
 # ROCm 7.0.x's library major (the 7.0.2 bindings' own), under rocm-sdk-core's lib/ like libamdhip64.so.7
@@ -87,16 +87,9 @@ def sdk_amd_smi_files(folder: Path) -> dict[str, tuple[bytes, bool]]:
 def prefix(tmp_path_factory):
     """amdsmi built through `orchestrate build` and installed with the rocm-sdk it requires."""
     tmp = tmp_path_factory.mktemp("amdsmi")
-    workspace = make_workspace(tmp)
-    shutil.rmtree(workspace / "recipes")
-    (workspace / "recipes").mkdir()
-    for recipe in ("rocm-sdk", "amdsmi", "_shared"):
-        shutil.copytree(REPO / "recipes" / recipe, workspace / "recipes" / recipe)
+    workspace = real_recipes_workspace(tmp, ("rocm-sdk", "amdsmi"),
+                                       {"python": PYTHON_STAND_IN.format(python=sys.executable), "patch": PATCH_STAND_IN})
     shutil.copytree(REPO / "patches" / "amdsmi", workspace / "patches" / "amdsmi")
-    for name, text in (("python", PYTHON_STAND_IN.format(python=sys.executable)), ("patch", PATCH_STAND_IN)):
-        (workspace / "recipes" / name).mkdir()
-        (workspace / "recipes" / name / "recipe.yaml").write_text(text)
-    shutil.copy(REPO / "variants/shared.yaml", workspace / "variants/shared.yaml")
     index = make_index(tmp / "index", list(ARCHS), core_extra=sdk_amd_smi_files(tmp))
     with CountingServer(index.root) as server:
         index.url = server.url + "/"

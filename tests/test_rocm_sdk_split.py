@@ -43,14 +43,8 @@ build:
 def built(tmp_path_factory):
     """Both architectures built once through `orchestrate build`; yields (workspace, index, outputs)."""
     tmp = tmp_path_factory.mktemp("split")
-    workspace = make_workspace(tmp)
-    shutil.rmtree(workspace / "recipes")
-    (workspace / "recipes").mkdir()
-    for recipe in ("rocm-sdk", "rocm-sdk-device", "_shared"):
-        shutil.copytree(REPO / "recipes" / recipe, workspace / "recipes" / recipe)
-    (workspace / "recipes/python").mkdir()
-    (workspace / "recipes/python/recipe.yaml").write_text(PYTHON_STAND_IN.format(python=sys.executable))
-    shutil.copy(REPO / "variants/shared.yaml", workspace / "variants/shared.yaml")
+    workspace = real_recipes_workspace(tmp, ("rocm-sdk", "rocm-sdk-device"),
+                                       {"python": PYTHON_STAND_IN.format(python=sys.executable)})
     index = make_index(tmp / "index", list(ARCHS))
     with CountingServer(index.root) as server:
         index.url = server.url + "/"
@@ -61,6 +55,21 @@ def built(tmp_path_factory):
             assert result.returncode == 0, result.stdout + result.stderr
             outputs[arch] = result.stdout
         yield workspace, index, outputs, server
+
+
+def real_recipes_workspace(root: Path, recipes: tuple[str, ...], stand_ins: dict[str, str]) -> Path:
+    """A test workspace whose recipes are these real ones (with _shared), stand-in recipes (name: recipe.yaml text)
+    for what they need from conda-forge, and the real shared pins."""
+    workspace = make_workspace(root)
+    shutil.rmtree(workspace / "recipes")
+    (workspace / "recipes").mkdir()
+    for recipe in (*recipes, "_shared"):
+        shutil.copytree(REPO / "recipes" / recipe, workspace / "recipes" / recipe)
+    for name, text in stand_ins.items():
+        (workspace / "recipes" / name).mkdir()
+        (workspace / "recipes" / name / "recipe.yaml").write_text(text)
+    shutil.copy(REPO / "variants/shared.yaml", workspace / "variants/shared.yaml")
+    return workspace
 
 
 def _orchestrate(workspace: Path, *args: str) -> subprocess.CompletedProcess:
