@@ -98,7 +98,11 @@ def run(args, reporter: Reporter) -> int:
     if lookups and all(lk.unreachable for lk in lookups.values()):
         raise UserError(f"cannot reach PyPI or GitHub ({pypi_url}, {git_base}): check the network or a proxy")
     report = make_report(upstreams, pins, lookups, pypi_url, git_base)
-    report["vllm_rocm_set"] = vllm_rocm_set(workspace, upstreams, pins, World(pypi_url, git_base, None, "", args.timeout))
+    world = World(pypi_url, git_base, None, "", args.timeout)
+    try:
+        report["vllm_rocm_set"] = vllm_rocm_set(workspace, upstreams, pins, world)
+    finally:
+        shutil.rmtree(world.cache, ignore_errors=True)  # made with the World, read or not
     note_vllm_differences(report)
     report["amd_index"] = amd_index_rows(workspace, pins, args.timeout)
     if args.json:
@@ -200,8 +204,6 @@ def vllm_rocm_set(workspace: Path, upstreams: Upstreams, pins: Pins, world: Worl
     except ReadError as exc:
         found["error"] = str(exc)
         return found
-    finally:
-        shutil.rmtree(world.cache, ignore_errors=True)
     found["source"] = read.source
     args = dict(re.findall(r'^ARG (\w+)="?([^"\s]*)"?', str(read.value), re.M)[::-1])  # the first ARG of a name
     table = ArchitectureTable.load(workspace / "variants")
