@@ -16,9 +16,8 @@ from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
 from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
                       compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
-                      options_from_args, source_channel)
+                      options_from_args, shared_channel, source_channel)
 from .share import COMMANDS as SHARING
-from .share import shared_channel
 from .share.page.command import COMMAND as PAGE
 from .sources import SourceCache
 from .ui import Reporter, format_duration

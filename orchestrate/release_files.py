@@ -142,27 +142,30 @@ class World:
     def sdist_requirements(self, name: str, label: str, files: re.Pattern) -> list[Read]:
         """Requirement lines of the sdist's requirement files whose path (inside the sdist's folder) matches:
         what a build from the sdist installs (vLLM's requirements/rocm.txt), which its wheel METADATA lacks."""
-        sdists = [f for f in self.files(name, label) if str(f.get("filename", "")).endswith(".tar.gz")]
-        if not sdists:
-            raise ReadError(f"{name} {label} has no sdist on {self.pypi_url}")
-        members = self.sdist_members(sdists[0]["url"], re.compile(r"^[^/]+/(" + files.pattern + r")$"))
+        sdist = self._sdist(name, label)
+        members = self.sdist_members(sdist["url"], re.compile(r"^[^/]+/(" + files.pattern + r")$"))
         found = []
         for path, text in sorted(members.items()):
             lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
             found.append(Read([line for line in lines if line and not line.startswith("-")],
-                              f"{sdists[0]['filename']} {path.split('/', 1)[1]}"))
+                              f"{sdist['filename']} {path.split('/', 1)[1]}"))
         return found
 
     def sdist_file(self, name: str, label: str, path: str) -> Read:
         """The text of one file of a release's PyPI sdist (path relative to the sdist's top folder)."""
+        sdist = self._sdist(name, label)
+        members = self.sdist_members(sdist["url"], re.compile(r"^[^/]+/" + re.escape(path) + "$"))
+        source = f"{sdist['filename']} {path}"
+        if not members:
+            raise ReadError(f"{source} does not exist")
+        return Read(next(iter(members.values())), source, sdist["filename"])
+
+    def _sdist(self, name: str, label: str) -> dict:
+        """PyPI's entry for the release's sdist."""
         sdists = [f for f in self.files(name, label) if str(f.get("filename", "")).endswith(".tar.gz")]
         if not sdists:
             raise ReadError(f"{name} {label} has no sdist on {self.pypi_url}")
-        members = self.sdist_members(sdists[0]["url"], re.compile(r"^[^/]+/" + re.escape(path) + "$"))
-        source = f"{sdists[0]['filename']} {path}"
-        if not members:
-            raise ReadError(f"{source} does not exist")
-        return Read(next(iter(members.values())), source, sdists[0]["filename"])
+        return sdists[0]
 
     def sdist_members(self, url: str, pattern: re.Pattern) -> dict[str, str]:
         """The text of the sdist's files whose path matches (downloaded whole: a tarball has no directory)."""

@@ -181,7 +181,7 @@ class Decider:
         self.amd: dict[str, str] = declared["amd"]
         self.holds = read_holds(workspace / "variants")
         self.vllm_reads: dict[str, Read] = {}  # vLLM's METADATA by release, as the torch group read it
-        self.vllm_label = ""  # the vLLM the result pins (finish sets it once the torch group is decided)
+        self.vllm_label = ""  # the vLLM the result pins (bump.decide sets it once the torch group is decided)
         self._dependents: list[tuple[list[str], str]] | ReadError | None = None
 
     # ---- shared helpers ----
@@ -225,7 +225,6 @@ class Decider:
         torch = next((g for g in groups if g.name == "torch"), None)
         vllm = next((r for r in torch.rows if r.name == "vllm"), None) if torch else None
         vllm_moves = vllm is not None and vllm.decision == MOVES
-        self.vllm_label = self.vllm_target(torch)
         grouped = {name for names in self.groups.values() for name in names}
         for component in (c for c in self.upstreams.components.values() if c.name not in grouped):
             alone = self.alone(component)

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
-from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, existing_folder, find_workspace, folder, http_url, load_config,
-                       location, options_from_args, port, shared_channel)
+from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, PACKAGE_SERVER_SCHEMES, existing_folder, find_workspace, folder,
+                       http_url, load_config, location, options_from_args, port, shared_channel)
 
 
 install_channel = location(*CHANNEL_SCHEMES)  # where teammates install from: what pixi reads
@@ -15,8 +15,6 @@ install_channel = location(*CHANNEL_SCHEMES)  # where teammates install from: wh
 
 def publish_target(text: str) -> str:
     """Where publish writes: a folder or a URL of a writable kind (HTTP is read-only: said with its fix)."""
-    from .targets import PACKAGE_SERVER_SCHEMES
-
     if text.lower().startswith(("http://", "https://")):
         raise argparse.ArgumentTypeError(f"{text!r} is read-only over HTTP: publish to the folder or bucket behind it "
                                          "(file://, s3://) or to a package server (prefix://, quetz://, …)")

@@ -105,18 +105,17 @@ DROP = "or drop that --cache-channel (or its cache_channels entry in orchestrate
 def require_channel(url: str, store: Store) -> None:
     """A cache channel that is not there (an unmounted share, a mistyped bucket) would silently turn into a full
     rebuild, hours of it: refused before anything is built."""
-    drop = DROP
     if isinstance(store, FolderStore) and not store.path.is_dir():
         raise UserError(f"cache channel {url}: folder {store.path} does not exist (a share not mounted?): mount it "
-                        f"or fix the URL, {drop}")
+                        f"or fix the URL, {DROP}")
     try:
         there = store.size(INDEX)  # a HEAD where the store has one: the index itself is read later, if needed
     except Refused as exc:  # a symlink (noarch/ or the index itself), a FIFO, ... planted in place of the index
         raise UserError(f"cache channel {url}: {exc}: remove that there (`orchestrate verify --from {url}` names every "
-                        f"such file) and publish to it again, {drop}") from None
+                        f"such file) and publish to it again, {DROP}") from None
     if there is None:
         raise UserError(f"cache channel {url} is not a channel (no {INDEX} there): fix the URL, fill it with "
-                        f"`orchestrate publish --to {url}`, {drop}")
+                        f"`orchestrate publish --to {url}`, {DROP}")
 
 
 def caches_for(options: Options) -> list[RemoteCache]:

@@ -203,11 +203,8 @@ class FolderStore(Store):
         fd = open_file(self.path, relpath)
         if fd is None:
             return None
-        digest = hashlib.sha256()
         with os.fdopen(fd, "rb") as file:
-            for chunk in iter(lambda: file.read(1 << 20), b""):
-                digest.update(chunk)
-        return digest.hexdigest()
+            return hashlib.file_digest(file, "sha256").hexdigest()
 
     @contextlib.contextmanager
     def _writing(self, relpath: str, doing: str):

@@ -30,14 +30,14 @@ def series_of(history: list[dict]) -> dict[tuple, list]:
     many a document holds."""
     series: dict[tuple, list] = {}
     for index, point in enumerate(history):
+        seen: set[tuple] = set()  # the first result of a key in a document counts, as in the table
         for result in point["results"]:
             key = (result["backend"], result["dtype"], result["pass"])
-            if key not in series and len(series) >= MAX_BENCH_RESULTS:
+            if key in seen or (key not in series and len(series) >= MAX_BENCH_RESULTS):
                 continue
-            values = series.setdefault(key, [None] * len(history))
-            if values[index] is None:  # the first result of a key in a document, as before
-                value = result.get("speedup")
-                values[index] = value if isinstance(value, (int, float)) else None
+            seen.add(key)
+            value = result.get("speedup")
+            series.setdefault(key, [None] * len(history))[index] = value if isinstance(value, (int, float)) else None
     return series
 
 
