@@ -28,6 +28,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 else:
     os.environ.setdefault("RATTLER_CACHE_DIR", tempfile.mkdtemp(prefix="rocm-stack-tests-rattler-cache-"))
 
+# One line per table row, as on a wide terminal: the tests read rows. Set here once, so in-process runs, child
+# processes and xdist workers all have it; tests/test_user_paths.py unsets it where it checks 80 columns and a pipe.
+os.environ["COLUMNS"] = "1000"
+
 
 @dataclass
 class Result:
@@ -53,8 +57,6 @@ def orchestrate(workspace: Path, capsys, monkeypatch):
     """Run `orchestrate ARGS` in the test workspace; returns exit code, stdout and stderr."""
     monkeypatch.chdir(workspace)
     monkeypatch.delenv("ORCHESTRATE_ARCH", raising=False)
-    # One line per plan row, as on a wide terminal: the tests read rows; tests/test_user_paths.py checks 80 columns
-    monkeypatch.setenv("COLUMNS", "1000")
 
     def run(*args: str) -> Result:
         capsys.readouterr()

@@ -109,7 +109,7 @@ def orchestrate(*args: str, cwd: Path | None = None, env: dict | None = None, ti
     """Run the real command line in a child process; returns CompletedProcess (text). One line per row and per
     problem, as on a wide terminal: the tests read lines (tests/test_user_paths.py checks 80 columns)."""
     command = [sys.executable, "-c", EXIT_WITHOUT_FINALIZING, *args]
-    return subprocess.run(command, cwd=cwd, env={**os.environ, "COLUMNS": "1000", **(env or {})}, capture_output=True,
+    return subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True,
                           text=True,
                           timeout=timeout)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import io
-import os
 import re
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ from prebuilt_helpers import make_index
 from real_metadata import AMDSMI, wheel_file
 from source_helpers import CountingServer
 from stack import install
-from test_rocm_sdk_split import ARCHS, PYTHON_STAND_IN, SITE, _write_lock, real_recipes_workspace
+from test_rocm_sdk_split import ARCHS, PYTHON_STAND_IN, SITE, _orchestrate, _write_lock, real_recipes_workspace
 
 REPO = Path(__file__).resolve().parent.parent
 # ROCm 7.0.x's library major (the 7.0.2 bindings' own), under rocm-sdk-core's lib/ like libamdhip64.so.7
@@ -94,9 +93,7 @@ def prefix(tmp_path_factory):
     with CountingServer(index.root) as server:
         index.url = server.url + "/"
         _write_lock(workspace, index)
-        result = subprocess.run([sys.executable, "-m", "orchestrate", "build", "--quiet", "amdsmi", "--arch", "gfx1151",
-                                 "--no-tests"], cwd=workspace, capture_output=True, text=True, timeout=300,
-                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        result = _orchestrate(workspace, "build", "amdsmi", "--arch", "gfx1151", "--no-tests")
         assert result.returncode == 0, result.stdout + result.stderr
     installed = tmp / "env"
     install(workspace / "channel", ["amdsmi"], "11.5.1", installed)

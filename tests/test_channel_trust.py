@@ -88,12 +88,6 @@ def strict_json(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-@pytest.fixture(autouse=True)
-def wide_output(monkeypatch):
-    """verify's lines wrap at the terminal's width: these tests find a whole file name on one line."""
-    monkeypatch.setenv("COLUMNS", "1000")
-
-
 def run(capsys, *argv) -> tuple[int, str, str]:
     code = main(list(argv))
     out = capsys.readouterr()

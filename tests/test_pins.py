@@ -129,12 +129,9 @@ def publish_current_world(pypi, git_base: Path, aiter_tags=("v0.0.1", "v99.0.0rc
 
 
 def pins(capsys, *args: str):
-    """`orchestrate pins ARGS`, one line per row as on a wide terminal (the tests read rows; tests/test_user_paths.py
-    checks the tables fit 80 columns)."""
+    """`orchestrate pins ARGS` (at conftest's wide COLUMNS: the tests read rows)."""
     capsys.readouterr()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("COLUMNS", "1000")
-        code = main(["pins", "--workspace", str(args[0]), "--timeout", "5", *args[1:]])
+    code = main(["pins", "--workspace", str(args[0]), "--timeout", "5", *args[1:]])
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -34,13 +34,6 @@ def workspace(world, tmp_path, monkeypatch):
     return bump_workspace(world, tmp_path / "ws")
 
 
-@pytest.fixture(autouse=True)
-def wide(monkeypatch):
-    """One line per table row, as on a wide terminal: the tests read rows (tests/test_user_paths.py checks that the
-    tables fit 80 columns)."""
-    monkeypatch.setenv("COLUMNS", "1000")
-
-
 def bump(capsys, world: World, workspace, *args: str):
     capsys.readouterr()
     code = main(["pins", "--workspace", str(workspace), "--bump", "--timeout", "5", "--pypi-url", world.pypi_url,

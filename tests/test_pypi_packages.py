@@ -131,7 +131,6 @@ def pypi_workspace(tmp_path: Path, monkeypatch) -> Path:
     write_variant_files(ArchitectureTable.load(variants), variants)
     monkeypatch.chdir(workspace)
     monkeypatch.delenv("ORCHESTRATE_ARCH", raising=False)
-    monkeypatch.setenv("COLUMNS", "1000")  # one line per plan row, as conftest's orchestrate: the tests read rows
     return workspace
 
 

@@ -73,7 +73,7 @@ def real_recipes_workspace(root: Path, recipes: tuple[str, ...], stand_ins: dict
 
 
 def _orchestrate(workspace: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "1000"}  # one line per summary row: the tests read rows
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("ORCHESTRATE_ARCH", None)
     return subprocess.run([sys.executable, "-m", "orchestrate", args[0], "--quiet", *args[1:]], cwd=workspace, env=env,
                           capture_output=True, text=True, timeout=300)
