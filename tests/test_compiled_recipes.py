@@ -240,6 +240,18 @@ def test_compiled_packages_tests_load_their_extensions_after_import_torch(packag
     overrides = None if package in ("vllm", "flash-attn") else SOURCE
     expected = {"pytorch": "amdsmi_init", "torchvision": "import io, torch, torchvision.io",
                 "torchaudio": "torch.ops.torchaudio._lfilter_core_loop", "triton": "python compile_check.py",
-                "vllm": "import torch, vllm._C, vllm._rocm_C", "flash-attn": "import torch, flash_attn_2_cuda"}
+                "vllm": "python check_import_path.py", "flash-attn": "import torch, flash_attn_2_cuda"}
     backend = "ck" if package == "flash-attn" else None
     assert expected[package] in str(rendered_output(ARCH, package, overrides, backend)["tests"])
+
+
+def test_vllms_test_runs_vllms_own_import_path_not_a_named_op():
+    """vLLM 0.33 moved rms_norm from vllm._C to vllm._C_stable_libtorch and a test naming it failed on every arch;
+    the recipe test runs the platform's import_kernels() and the serve path instead (recipes/vllm/check_import_path.py,
+    run against vLLM 0.33.0's sdist by tests/test_upstream_contract.py)."""
+    tests = rendered_output(ARCH, "vllm")["tests"]
+    [check] = [t for t in tests if "script" in t and "python check_import_path.py" in str(t["script"])]
+    assert check["script"]["env"] == {"VLLM_CHECK_GPU_ARCH": ARCH}
+    assert "torch.ops." not in str(tests)
+    script = (REPO / "recipes/vllm/check_import_path.py").read_text()
+    assert ".import_kernels()" in script and "_get_backend_priorities(" in script

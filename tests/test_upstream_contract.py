@@ -13,6 +13,7 @@ checkout, so it runs (and can fail) in CI.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -449,3 +450,22 @@ def test_module_contract_finds_what_the_provider_lacks(tmp_path):
     assert "none of: prov.ops.moe.routing (user/ops.py:8) | prov.ops.routing (user/ops.py:10)" in \
         import_contract.check_modules_exist(spec, tmp_path).message
     assert import_contract.check_modules_exist(spec, tmp_path / "nowhere").status == contract.SKIPPED
+
+
+@needs_sources
+def test_every_module_and_name_vllms_recipe_test_imports_exists_in_the_pinned_vllm():
+    """recipes/vllm/check_import_path.py runs vLLM's own import path; each module it names and each name it takes
+    from vLLM must be in the pinned sdist (DIR/vllm), or the recipe test fails for our reason, not vLLM's."""
+    checkout = SOURCES / "vllm"
+    if not checkout.is_dir():
+        pytest.skip(f"no {checkout}")
+    script = (REPO / "recipes/vllm/check_import_path.py").read_text()
+    block = script.split("SERVE_PATH = (", 1)[1].split("\n)", 1)[0]
+    modules = re.findall(r'"(vllm[\w.]*)"', block)
+    assert modules
+    missing = [m for m in modules if not (checkout / (m.replace(".", "/") + ".py")).is_file()
+               and not (checkout / m.replace(".", "/") / "__init__.py").is_file()]
+    assert not missing, missing
+    rocm = (checkout / "vllm/platforms/rocm.py").read_text()
+    assert "def _get_backend_priorities(" in rocm and "def import_kernels(cls)" in rocm
+    assert "HAS_TRITON" in (checkout / "vllm/triton_utils/__init__.py").read_text()
