@@ -468,12 +468,16 @@ def torch_wheels(folder: Path, archs: list[str], torch: str = "2.14.0", sdk: str
     return wheels
 
 
-def conda_gcc_layout(build_prefix: Path, *, sysroot: bool = True) -> Path:
-    """Where conda-forge's gcc_impl and sysroot_linux-64 put a GCC install and the C library's headers (file names
-    only: tests/test_hip_build.py compiles through a working one)."""
+def conda_gcc_layout(build_prefix: Path, *, sysroot: bool = True, cxx: bool = True) -> Path:
+    """Where conda-forge's gcc_impl, libstdcxx-devel (with gxx; cxx=False is `gcc` alone) and sysroot_linux-64 put a
+    GCC install, libstdc++'s headers and the C library's headers (file names only: tests/test_hip_build.py compiles
+    through a working one)."""
     gcc = build_prefix / "lib/gcc/x86_64-conda-linux-gnu/14.3.0"
     gcc.mkdir(parents=True)
     (gcc / "crtbegin.o").touch()
+    if cxx:
+        (build_prefix / "x86_64-conda-linux-gnu/include/c++/14.3.0").mkdir(parents=True)
+        (build_prefix / "x86_64-conda-linux-gnu/include/c++/14.3.0/cmath").touch()
     if sysroot:
         (build_prefix / "x86_64-conda-linux-gnu/sysroot/usr/include").mkdir(parents=True)
         (build_prefix / "x86_64-conda-linux-gnu/sysroot/usr/include/stdio.h").touch()

@@ -120,7 +120,8 @@ def test_activation_points_hipcc_at_the_environments_conda_gcc_and_sysroot(tmp_p
     conda_gcc_layout(prefix)
     env = activated(prefix)
     flags = ["--target=x86_64-conda-linux-gnu", f"--gcc-toolchain={prefix}",
-             f"--sysroot={prefix}/x86_64-conda-linux-gnu/sysroot"]
+             f"--sysroot={prefix}/x86_64-conda-linux-gnu/sysroot", "--start-no-unused-arguments",
+             "--rtlib=libgcc", "--unwindlib=libgcc", "--end-no-unused-arguments"]
     assert env["HIPCC_COMPILE_FLAGS_APPEND"].split() == flags == env["HIPCC_LINK_FLAGS_APPEND"].split()
     assert "rocm_clang_toolchain_flags" not in subprocess.run(
         ["bash", "-c", f'export CONDA_PREFIX="{prefix}"; . "{prefix}/etc/conda/activate.d/rocm-sdk.sh"; declare -F'],

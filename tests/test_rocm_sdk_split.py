@@ -240,16 +240,20 @@ def test_rocm_env_finds_hipcc_clang_and_cmake_configs(installed, tmp_path):
     assert Path(cmake_prefix, "lib/cmake/hip/hip-config.cmake").is_file()
     assert Path(bitcode, "ockl.bc").is_file()
     assert clang_flags.split() == ["--target=x86_64-conda-linux-gnu", f"--gcc-toolchain={build_prefix}",
-                                   f"--sysroot={build_prefix}/x86_64-conda-linux-gnu/sysroot"]
+                                   f"--sysroot={build_prefix}/x86_64-conda-linux-gnu/sysroot",
+                                   "--start-no-unused-arguments", "--rtlib=libgcc", "--unwindlib=libgcc",
+                                   "--end-no-unused-arguments"]
     assert toolchain == str(REPO / "recipes/_shared/rocm-toolchain.cmake")
 
 
-@pytest.mark.parametrize("sysroot, says", [
-    (True, None),
-    (False, "no C library headers in the sysroot"),
+@pytest.mark.parametrize("sysroot, cxx, says", [
+    (True, True, None),
+    (False, True, "no C library headers in the sysroot"),
+    # conda-forge's `gcc` alone (what triton requires), or an older gcc_impl: C only
+    (True, False, "the GCC 14.3.0 at "),
 ])
-def test_rocm_env_stops_on_a_build_env_without_conda_gcc_or_sysroot(installed, tmp_path, sysroot, says):
-    build_prefix = conda_gcc_layout(tmp_path / "build_env", sysroot=sysroot)
+def test_rocm_env_stops_on_a_build_env_without_conda_gcc_or_sysroot(installed, tmp_path, sysroot, cxx, says):
+    build_prefix = conda_gcc_layout(tmp_path / "build_env", sysroot=sysroot, cxx=cxx)
     if says is None:  # the compiler itself missing
         shutil.rmtree(build_prefix / "lib/gcc")
         says = "no single GCC installation at"
@@ -259,6 +263,8 @@ def test_rocm_env_stops_on_a_build_env_without_conda_gcc_or_sysroot(installed, t
     assert result.returncode != 0
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("hip-toolchain.sh: " + says) and "requirements.build" in line
+    if not cxx:
+        assert "has no libstdc++ headers" in line and "compiler('cxx')" in line
 
 
 def test_rocm_env_names_the_missing_device_package(installed):
