@@ -13,7 +13,9 @@
 #    recipe/install-clang++.sh: x86_64-conda-linux-gnu-clang++ with `--sysroot $PREFIX/x86_64-conda-linux-gnu/sysroot`
 #    in its config file), and what rock-the-conda compiles HIP with (recipes/hip/activate/hip-rocm-clang_activate.sh:
 #    HIPCXX=x86_64-conda-linux-gnu-clang). It works from clang 15 (Debian's ROCm 5.2, which the tests run) to
-#    TheRock's; --gcc-install-dir would need clang >= 16.
+#    TheRock's; --gcc-install-dir would need clang >= 16. With them, --rtlib=libgcc --unwindlib=libgcc: TheRock's clang
+#    defaults to compiler-rt (compiler/CMakeLists.txt:92), which clang finds for this triple only in the old lib/linux
+#    layout (conda-gcc-flags.sh says more; tests/test_jit_toolchain.py links both ways).
 #    The flags reach every way a recipe compiles HIP: hipcc reads HIPCC_COMPILE_FLAGS_APPEND/HIPCC_LINK_FLAGS_APPEND
 #    on every call (torch.utils.cpp_extension, hip_add_library, aiter's JIT), and CMake reads rocm-toolchain.cmake
 #    (below) for its HIP language and for C/C++ compiled by ROCm's clang. Not CFLAGS/CXXFLAGS: conda's gcc reads
