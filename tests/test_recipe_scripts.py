@@ -130,6 +130,24 @@ def test_activation_points_hipcc_at_the_environments_conda_gcc_and_sysroot(tmp_p
     assert "HIPCC_COMPILE_FLAGS_APPEND" not in restored and "HIPCC_LINK_FLAGS_APPEND" not in restored
 
 
+def test_activation_applies_vllms_runtime_fixes_and_keeps_the_users_values(tmp_path):
+    """vLLM's ROCm image sets ROCPROFILER_QUEUE_INTERPOSITION=0 (a hang at HSA teardown) and HSA_NO_SCRATCH_RECLAIM=1
+    (RCCL); the SDK's activation sets both unless the user has, and deactivation gives back what was there.
+    Its other fixes are declined in recipes/rocm-sdk/activate.sh, each with why."""
+    prefix = install_rocm_sdk("gfx1151", tmp_path)
+    env = activated(prefix)
+    assert (env["ROCPROFILER_QUEUE_INTERPOSITION"], env["HSA_NO_SCRATCH_RECLAIM"]) == ("0", "1")
+    restored = activated(prefix, deactivate=True)
+    assert "ROCPROFILER_QUEUE_INTERPOSITION" not in restored and "HSA_NO_SCRATCH_RECLAIM" not in restored
+    script = (f'export CONDA_PREFIX="{prefix}" ROCPROFILER_QUEUE_INTERPOSITION=1; . "{prefix}/etc/conda/activate.d/rocm-sdk.sh"; '
+              f'echo "$ROCPROFILER_QUEUE_INTERPOSITION"; . "{prefix}/etc/conda/deactivate.d/rocm-sdk.sh"; '
+              'echo "$ROCPROFILER_QUEUE_INTERPOSITION"')
+    kept = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]})
+    assert kept.stdout.split() == ["1", "1"]
+    declined = (REPO / "recipes/rocm-sdk/activate.sh").read_text()
+    assert "Declined: rocm_sdk's preload with rtld_global=False" in declined and "Declined: the librocm_smi64.so.7" in declined
+
+
 def test_deactivation_restores_the_previous_environment(tmp_path):
     prefix = install_rocm_sdk("gfx1150", tmp_path)
     env = activated(prefix, deactivate=True)

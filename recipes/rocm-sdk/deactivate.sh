@@ -9,4 +9,6 @@ _rocm_sdk_restore HIP_PATH
 _rocm_sdk_restore HIP_DEVICE_LIB_PATH
 _rocm_sdk_restore HIPCC_COMPILE_FLAGS_APPEND
 _rocm_sdk_restore HIPCC_LINK_FLAGS_APPEND
+_rocm_sdk_restore ROCPROFILER_QUEUE_INTERPOSITION
+_rocm_sdk_restore HSA_NO_SCRATCH_RECLAIM
 unset -f _rocm_sdk_restore
