@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -255,3 +256,30 @@ def test_vllms_test_runs_vllms_own_import_path_not_a_named_op():
     assert "torch.ops." not in str(tests)
     script = (REPO / "recipes/vllm/check_import_path.py").read_text()
     assert ".import_kernels()" in script and "_get_backend_priorities(" in script
+
+
+def test_aotriton_links_the_liblzma_its_recipe_declares_not_therocks_bundled_one(sdk, tmp_path):
+    """Two liblzma.pc in the build: TheRock's bundled sysdeps (rocm-env.sh puts them on PKG_CONFIG_PATH) and the host
+    environment's xz, which the recipe requires. aotriton's configure must resolve the declared one."""
+    sysdeps = sdk / SITE / "_rocm_sdk_devel/lib/rocm_sysdeps/lib/pkgconfig"
+    ours = sdk / "lib/pkgconfig"
+    for folder, name in ((sysdeps, "rocm_sysdeps_lzma"), (ours, "lzma")):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "liblzma.pc").write_text(f"prefix={folder.parent.parent}\nlibdir=${{prefix}}/lib\nName: liblzma\n"
+                                           f"Description: stand-in\nVersion: 5.8.1\nLibs: -L${{libdir}} -l{name}\n")
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    # cmake and ninja stand in: record what pkg-config answers for liblzma where aotriton's configure would ask
+    (tools / "cmake").write_text(f'#!/bin/sh\npkg-config --libs liblzma > "{tmp_path}/lzma.txt"\n')
+    (tools / "ninja").write_text("#!/bin/sh\nexit 0\n")
+    for tool in ("cmake", "ninja"):
+        (tools / tool).chmod(0o755)
+    (tmp_path / "src/aiter").mkdir(parents=True)
+    (tmp_path / "src/aiter/README").write_text("aiter at its tag\n")
+    env = {**rendered_env(ARCH, "aotriton", SOURCE), "PATH": f"{tools}:{os.environ['PATH']}", "AITER_TAG": "v0"}
+    try:
+        run_build("aotriton", env, sdk, tmp_path)
+    finally:
+        shutil.rmtree(ours)
+        (sysdeps / "liblzma.pc").unlink()
+    assert (tmp_path / "lzma.txt").read_text().split() == [f"-L{sdk}/lib", "-llzma"]

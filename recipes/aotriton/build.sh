@@ -2,6 +2,10 @@
 # Configure and build aotriton for one arch with every network fetch of its CMake neutralized.
 set -euo pipefail
 source "$RECIPE_DIR/../_shared/rocm-env.sh"
+# liblzma from the host environment's xz (requirements.host; its run_exports make it a run requirement), found first:
+# rocm-env.sh also puts TheRock's bundled sysdeps on PKG_CONFIG_PATH, and with two liblzma.pc which one aotriton's
+# pkg-config picks, and so what it links, would stand on the order of -L flags.
+export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig:$PKG_CONFIG_PATH"
 
 build_dir="$SRC_DIR/aotriton-build"
 # Any pip call inside aotriton's venv must be satisfied from the host env or fail loudly.
