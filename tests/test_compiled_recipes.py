@@ -283,3 +283,9 @@ def test_aotriton_links_the_liblzma_its_recipe_declares_not_therocks_bundled_one
         shutil.rmtree(ours)
         (sysdeps / "liblzma.pc").unlink()
     assert (tmp_path / "lzma.txt").read_text().split() == [f"-L{sdk}/lib", "-llzma"]
+
+
+def test_source_triton_requires_this_stacks_sdk_release():
+    run = [str(r) for r in rendered_output(ARCH, "triton", SOURCE)["requirements"]["run"]]
+    sdk = [r for r in run if r.split()[0] == "rocm-sdk"]
+    assert sdk and all(len(r.split()) == 2 and r.split()[1].endswith(".*") for r in sdk), sdk

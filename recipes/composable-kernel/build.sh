@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Library-only CK build for one arch. GPU_ARCHS (not GPU_TARGETS) selects CK's library-only mode:
 # no examples, tests or tutorials, and dissimilar archs are handled per target.
+#
+# Every instance family (GEMM, conv, ... and MHA where CK has it), not TheRock's conv-only build: TheRock builds CK
+# for its one in-tree consumer, MIOpen, which needs the convolution instances; nothing of this stack links this
+# package (flash-attn and aiter compile their own pinned CK trees), so it exists for a user's own code, which may
+# link any family. It is built only on request (`orchestrate build composable-kernel`; rocm-stack does not require
+# it), so the hours the full set costs are spent only by whoever asked for it.
 set -euo pipefail
 source "$RECIPE_DIR/../_shared/rocm-env.sh"
 
