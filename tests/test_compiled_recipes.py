@@ -289,3 +289,9 @@ def test_source_triton_requires_this_stacks_sdk_release():
     run = [str(r) for r in rendered_output(ARCH, "triton", SOURCE)["requirements"]["run"]]
     sdk = [r for r in run if r.split()[0] == "rocm-sdk"]
     assert sdk and all(len(r.split()) == 2 and r.split()[1].endswith(".*") for r in sdk), sdk
+
+
+def test_vllm_builds_with_rocms_setuptools_bound():
+    """requirements/rocm.txt at v0.33.0: setuptools>=78.1.1,<80.0.0, tighter than pyproject's and common.txt's <81."""
+    host = [str(r) for r in rendered_output(ARCH, "vllm")["requirements"]["host"]]
+    assert "setuptools >=78.1.1,<80.0.0" in host

@@ -14,10 +14,10 @@ export VCS_VERSIONING_PRETEND_VERSION="$PKG_VERSION"
 export TRITON_KERNELS_SRC_DIR="$SRC_DIR/_deps/rocm-triton/python/triton_kernels/triton_kernels"
 test -f "$TRITON_KERNELS_SRC_DIR/__init__.py"
 
-# Rust parts (vllm-rs frontend binary, vllm._rust_tool_parser) are optional setuptools-rust extensions:
-# with no Rust compiler in the build env, setup.py skips them. They need a nightly toolchain
-# (rust-toolchain.toml) plus crates from the network. Without them: no VLLM_USE_RUST_FRONTEND and no
-# Rust-backed tool parsers (e.g. minimax_m3); the Python frontend and parsers work.
+# The Rust part (the vllm-rs frontend binary; tools/build_rust.py at v0.33.0 has no other extension, its
+# vllm._rust_tool_parser entry is commented out) is an optional setuptools-rust extension: with no Rust compiler in
+# the build env, setup.py skips it. It needs a nightly toolchain (rust-toolchain.toml) plus crates from the network.
+# Without it: no VLLM_USE_RUST_FRONTEND; the Python frontend and every tool parser work.
 unset VLLM_REQUIRE_RUST_FRONTEND
 
 # Strip torch/torchvision/torchaudio/torchcodec pins from requirements and pyproject: torch is our
