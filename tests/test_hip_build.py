@@ -135,6 +135,16 @@ def test_cmake_takes_hip_from_the_sdk_even_with_a_system_rocm_appended_first(hip
     assert not found.is_relative_to(hip_build.decoy)
 
 
+def test_hips_own_dependencies_resolve_from_the_sdk_too(package_files):
+    """hip-config.cmake finds AMDDeviceLibs, amd_comgr and hsa-runtime64 in turn (find_dependency): each from the
+    SDK, none from the machine's /usr, where Debian's ROCm has all three."""
+    found = dict(line.split(" ", 1) for line in
+                 (package_files / "share/hip-kernel/hip_dependency_DIRs.txt").read_text().splitlines())
+    assert set(found) == {"AMDDeviceLibs", "amd_comgr", "hsa-runtime64"}
+    for package, folder in found.items():
+        assert Path(folder).parts[-3:] == ("lib", "cmake", package) and f"{SITE}/_rocm_sdk_devel" in folder, (package, folder)
+
+
 def headers_read(package_files: Path, compiled_by: str) -> list[Path]:
     """The compiler's own -MD output: ninja's record of it for the CMake build, the depfile itself for hipcc's."""
     if compiled_by == "cmake":

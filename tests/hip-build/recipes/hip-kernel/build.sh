@@ -13,7 +13,7 @@ cmake --install build
 # What the compiler itself said each object read (its -MD output, which ninja keeps in .ninja_deps).
 mkdir -p "$PREFIX/share/hip-kernel"
 ninja -C build -t deps > "$PREFIX/share/hip-kernel/compile-deps.txt"
-cp build/hip_DIR.txt "$PREFIX/share/hip-kernel/hip_DIR.txt"
+cp build/hip_DIR.txt build/hip_dependency_DIRs.txt "$PREFIX/share/hip-kernel/"
 # The same kernel through hipcc, as torch's cpp_extension compiles extensions (--offload-arch from PYTORCH_ROCM_ARCH,
 # which rocm-env.sh sets; conda's GCC and sysroot from HIPCC_*_FLAGS_APPEND).
 hipcc --offload-arch="$PYTORCH_ROCM_ARCH" -fPIC -shared -MD -MF hipcc.d -o "$PREFIX/lib/libhipkernel_hipcc.so" kernel.hip

@@ -22,8 +22,20 @@ cp /usr/share/hip/version "$core/share/hip/version"
 for config in /usr/lib/x86_64-linux-gnu/cmake/hip/*.cmake; do
     sed -e 's|/../../../../"|/../../../"|' -e 's|/lib/x86_64-linux-gnu\([/"]\)|/lib\1|g' "$config" > "$core/lib/cmake/hip/$(basename "$config")"
 done
-# hip-targets.cmake climbs from its folder to the prefix one get_filename_component(... PATH) per level.
-python3 - "$core/lib/cmake/hip/hip-targets.cmake" <<'PY'
+# hip-config.cmake's own dependencies (find_dependency AMDDeviceLibs, amd_comgr, hsa-runtime64), in the SDK as
+# TheRock ships them (lib/cmake/<package>, the libraries in lib/, the bitcode in lib/llvm/amdgcn/bitcode), so the
+# build proves they resolve from the SDK too, not from the machine's /usr.
+for package in amd_comgr hsa-runtime64; do
+    mkdir -p "$core/lib/cmake/$package"
+    for config in /usr/lib/x86_64-linux-gnu/cmake/$package/*.cmake; do
+        sed -e 's|/lib/x86_64-linux-gnu\([/"]\)|/lib\1|g' "$config" > "$core/lib/cmake/$package/$(basename "$config")"
+    done
+done
+for library in "$debian_lib"/libamd_comgr.so* "$debian_lib"/libhsa-runtime64.so*; do ln -s "$library" "$core/lib/"; done
+# the targets files climb from their folder to the prefix one get_filename_component(... PATH) per level: Debian's
+# lib/x86_64-linux-gnu/cmake/<package> is one level deeper than the SDK's lib/cmake/<package>
+for targets in hip/hip-targets.cmake amd_comgr/amd_comgr-targets.cmake hsa-runtime64/hsa-runtime64Targets.cmake; do
+    python3 - "$core/lib/cmake/$targets" <<'PY'
 import sys
 path = sys.argv[1]
 text = open(path).read()
@@ -31,6 +43,10 @@ step = 'get_filename_component(_IMPORT_PREFIX "${_IMPORT_PREFIX}" PATH)\n'
 assert text.count(step) == 4, text.count(step)
 open(path, "w").write(text.replace(step, "", 1))
 PY
+done
+mkdir -p "$core/lib/cmake/AMDDeviceLibs"
+sed -e 's|/lib/x86_64-linux-gnu/amdgcn/|/lib/llvm/amdgcn/|g' /usr/lib/cmake/AMDDeviceLibs/AMDDeviceLibsConfig.cmake \
+    > "$core/lib/cmake/AMDDeviceLibs/AMDDeviceLibsConfig.cmake"
 cp /usr/bin/hipcc.pl /usr/bin/hipconfig.pl /usr/bin/hipvars.pm "$core/bin/"
 ln -s hipcc.pl "$core/bin/hipcc"
 ln -s hipconfig.pl "$core/bin/hipconfig"
