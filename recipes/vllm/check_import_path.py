@@ -55,7 +55,7 @@ if has_gpu:
     if not isinstance(platform, rocm.RocmPlatform):
         sys.exit(f"an AMD GPU is here (/dev/kfd) but vLLM resolves {type(platform).__name__}, not ROCm")
 else:
-    vllm.platforms.current_platform = rocm.RocmPlatform()
+    vllm.platforms._current_platform = vllm.platforms.current_platform = rocm.RocmPlatform()
 vllm.platforms.current_platform.import_kernels()
 
 SERVE_PATH = (
