@@ -295,3 +295,22 @@ def test_vllm_builds_with_rocms_setuptools_bound():
     """requirements/rocm.txt at v0.33.0: setuptools>=78.1.1,<80.0.0, tighter than pyproject's and common.txt's <81."""
     host = [str(r) for r in rendered_output(ARCH, "vllm")["requirements"]["host"]]
     assert "setuptools >=78.1.1,<80.0.0" in host
+
+
+def test_vllm_activation_applies_its_images_runtime_settings_and_keeps_the_users(sdk, tmp_path):
+    """vLLM's ROCm image sets HIP_FORCE_DEV_KERNARG=1 and TOKENIZERS_PARALLELISM=false for `vllm serve`; the build
+    installs an activation that does the same unless the user chose, and deactivation gives the old values back."""
+    from test_recipe_scripts import activated
+    kernels = tmp_path / "src/_deps/rocm-triton/python/triton_kernels/triton_kernels"
+    kernels.mkdir(parents=True)
+    (kernels / "__init__.py").write_text("")
+    prefix = tmp_path / "prefix"
+    shutil.copytree(sdk, prefix, symlinks=True)
+    run_build("vllm", rendered_env(ARCH, "vllm"), prefix, tmp_path)
+    env = activated(prefix)
+    assert (env["HIP_FORCE_DEV_KERNARG"], env["TOKENIZERS_PARALLELISM"]) == ("1", "false")
+    restored = activated(prefix, deactivate=True)
+    assert "HIP_FORCE_DEV_KERNARG" not in restored and "TOKENIZERS_PARALLELISM" not in restored
+    kept = subprocess.run(["bash", "-c", f'export HIP_FORCE_DEV_KERNARG=0; . "{prefix}/etc/conda/activate.d/vllm.sh"; '
+                                         f'echo "$HIP_FORCE_DEV_KERNARG"'], capture_output=True, text=True, check=True)
+    assert kept.stdout.strip() == "0"

@@ -30,4 +30,10 @@ unset VLLM_REQUIRE_RUST_FRONTEND
 "$PYTHON" setup.py bdist_wheel --dist-dir="$SRC_DIR/vllm-dist"
 "$PYTHON" -m pip install --no-deps --no-index -vv "$SRC_DIR"/vllm-dist/vllm-*.whl
 
+# the runtime settings of vLLM's ROCm image, applied or declined (activate.sh says which and why)
+for phase in activate deactivate; do
+    mkdir -p "$PREFIX/etc/conda/$phase.d"
+    cp "$RECIPE_DIR/$phase.sh" "$PREFIX/etc/conda/$phase.d/vllm.sh"
+done
+
 bash "$RECIPE_DIR/../_shared/record-patches.sh" "$PKG_NAME"
