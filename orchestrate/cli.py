@@ -148,6 +148,8 @@ def _each_arch(args, options: Options | None = None) -> list[Options]:
     """The options for each architecture given (one, or each of --arch gfx942,gfx950), every one checked against
     the table before the first is planned."""
     options = options or options_from_args(args)
+    if getattr(args, "arch_neutral", False):
+        return [options]  # the packages every architecture shares: built once, whatever the list
     if len(options.archs) > 1:
         table = ArchitectureTable.load(options.variants_dir)
         for name in options.archs:
