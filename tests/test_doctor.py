@@ -339,6 +339,16 @@ def test_pixi_on_path_and_whether_it_knows_amdgpu_arch(orchestrate, machine, bar
     assert ("knows __amdgpu_arch" in line) if knows else ("does not know __amdgpu_arch" in line)
 
 
+def test_a_pixi_older_than_the_gpu_platforms_is_told_to_update(orchestrate, machine, bare_path, monkeypatch):
+    machine()
+    pixi = bare_path / "pixi"
+    pixi.write_text(FAKE_PIXI.format(knows="knows", version="0.77.0"))
+    pixi.chmod(pixi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bare_path}:/bin:/usr/bin")
+    [line] = lines_of(orchestrate("doctor"))["pixi"]
+    assert line.startswith("warn") and "pixi 0.77.0 is older than 0.82.0" in line and "fix: `pixi self-update`" in line
+
+
 def test_no_pixi_is_a_warning(orchestrate, machine):
     machine()
     pixi = lines_of(orchestrate("doctor"))["pixi"][0]

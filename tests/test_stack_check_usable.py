@@ -107,6 +107,10 @@ def test_every_gpu_is_checked_and_named_on_its_lines(monkeypatch, capsys):
     for index in (0, 1):
         runs = [line for line in out if line.startswith(f"  GPU {index} forced FLASH_ATTENTION fwd+bwd, flash ")]
         assert len(runs) == 2 and all(": ok (" in line for line in runs), out
+    # a package's test for another architecture: no GPU here is that one
+    assert main(["check", "--expect-arch", "gfx1151"]) == exit_codes.NO_GPU
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "rocm-stack-check check: no-gpu: no GPU here is the expected gfx1151 (PyTorch sees sm_90, sm_90)")
     # the worst status of the GPUs: one whose Flash computes wrong fails the whole check
     report = {"sdpa": {}, "gpus": [{"flash_runs": [{"passed": True}], "flash_attn": {"installed": False},
                                     "expectations": None},

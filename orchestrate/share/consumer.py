@@ -19,7 +19,7 @@ FLASH_ATTN = "flash-attn"
 WRITTEN_BY = "# Written by `orchestrate consumer-manifest`"
 # The first pixi whose rich platforms take `amdgpu = "gfx…"`: 0.82.0, 2026-10-13 (prefix-dev/pixi#7144 and its
 # release page; shared/reference/landscape-2026-12.md). Every manifest we write, and our own pixi.toml, requires it;
-# docs/sharing.md states it (tests/test_share_consumer.py keeps them in step).
+# docs/sharing.md states it (tests/test_multi_gpu.py keeps the three in step).
 PIXI_MIN_VERSION = "0.82.0"
 REQUIRES_PIXI = f">={PIXI_MIN_VERSION}"
 

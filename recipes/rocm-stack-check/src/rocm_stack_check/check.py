@@ -92,8 +92,10 @@ def gather_report(expect_arch: str | None = None, include_flash_attn: bool = Tru
         report["no_gpu_reason"] = why_no_gpu(report["platform"])
         return report
     flash_attn = import_flash_attn() if include_flash_attn else (None, "No module named flash_attn (not asked for)")
+    seen = []
     for index in range(found_platform.device_count):
         gpu = describe_device(torch, index, found_platform.gpu_runtime)
+        seen.append(gpu["arch"] or "?")
         if expect_arch and gpu["arch"] != expect_arch:
             report["notes"].append(f"GPU {index} is {gpu['arch']}, not the expected {expect_arch}: its checks skipped")
             continue
@@ -101,10 +103,10 @@ def gather_report(expect_arch: str | None = None, include_flash_attn: bool = Tru
             report["gpus"].append(check_gpu(torch, gpu, table, found_platform.gpu_runtime, report["environment"],
                                             flash_attn))
     if not report["gpus"]:
-        report["no_gpu_reason"] = (f"no GPU here is the expected {expect_arch} (PyTorch sees "
-                                   f"{', '.join(describe_device(torch, i, found_platform.gpu_runtime)['arch'] or '?' for i in range(found_platform.device_count))})")
+        report["no_gpu_reason"] = f"no GPU here is the expected {expect_arch} (PyTorch sees {', '.join(seen)})"
         return report
-    report.update({key: report["gpus"][0][key] for key in ("expectations", "aotriton", "sdpa", "flash_runs", "flash_attn")})
+    first = report["gpus"][0]
+    report.update({key: first[key] for key in ("expectations", "aotriton", "sdpa", "flash_runs", "flash_attn")})
     several = len(report["gpus"]) > 1 or found_platform.device_count > 1
     report["problems"] = [f"GPU {gpu['index']}: {problem}" if several else problem
                           for gpu in report["gpus"] for problem in gpu["problems"]]
