@@ -108,7 +108,7 @@ def run_doctor(options: Options, machine: Machine | None = None, probe: Probe | 
     if arch:
         checks.append(support_check(arch))
     checks.append(driver_check(machine, build_only))
-    if here and here.apu:
+    if any(table.architectures[gfx].apu for gfx, _ in gpus if gfx in table.architectures):  # an iGPU beside an eGPU too
         checks.append(gtt_check(machine))
     checks.append(memory_check(machine, options))
     plan = None

@@ -424,6 +424,7 @@ def test_every_gpu_is_named_with_its_architecture_and_the_one_the_solver_sees(or
     assert len(gpus) == 2
     assert "GPU 0 of 2: gfx1151 (" in gpus[0] and "Strix Halo" in gpus[0] and "40 compute units" in gpus[0]
     assert "GPU 1 of 2: gfx1100 (" in gpus[1] and "96 compute units" in gpus[1]
+    assert lines_of(result)["gtt"]  # the Strix Halo's memory limit is checked, though the solver picks the eGPU
     [pick] = lines_of(result)["gpus"]
     assert "solver sees gfx1100 (most compute units)" in pick and "--arch gfx1100,gfx1151" in pick
     both = lines_of(orchestrate("doctor", "--arch", "gfx1151,gfx1100"))["gpu"]
