@@ -13,7 +13,11 @@ GFX_NAME = re.compile(r"\bgfx[0-9a-f]{3,4}\b")
 
 
 def detect_gpu_arch(kfd_nodes: Path = KFD_NODES) -> str | None:
-    """The first GPU's architecture; `kfd_nodes` lets `doctor` (and tests) read another sysfs tree."""
+    """The GPU's architecture; `kfd_nodes` lets `doctor` (and tests) read another sysfs tree. With GPUs of several
+    architectures, the one pixi's solver installs for (solver_gpu), so that a build is for what installs."""
+    kinds = {gfx for gfx, _ in detect_gpus(kfd_nodes)}
+    if len(kinds) > 1:
+        return solver_gpu(detect_gpus(kfd_nodes))
     for probe in (_from_rocm_agent_enumerator, _from_rocminfo, lambda: _from_kfd_topology(kfd_nodes)):
         found = [a for a in probe() if a != "gfx000"]
         if found:
@@ -75,3 +79,12 @@ def detect_gpus(kfd_nodes: Path = KFD_NODES) -> list[tuple[str, int]]:
             simds, per_cu = int(values.get("simd_count", 0)), int(values.get("simd_per_cu", 0)) or 1
             gpus.append((gfx_name_from_target_version(version), simds // per_cu))
     return gpus
+
+
+def solver_gpu(gpus: list[tuple[str, int]]) -> str | None:
+    """The GPU rattler (so pixi) reports as __amdgpu_arch: the most compute units, ties to the highest ISA
+    (conda/rattler#2806, rattler_virtual_packages amdgpu.rs; shared/reference/landscape-2026-12.md)."""
+    def isa(gfx: str) -> tuple[int, int, int]:
+        digits = gfx.removeprefix("gfx")
+        return (int(digits[:-2] or 0), int(digits[-2], 16), int(digits[-1], 16)) if len(digits) >= 3 else (0, 0, 0)
+    return max(gpus, key=lambda gpu: (gpu[1], isa(gpu[0])))[0] if gpus else None

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from .architectures import Architecture, ArchitectureTable
-from .detect import gfx_name_from_isa
+from .detect import gfx_name_from_isa, solver_gpu
 from .options import ARCH_ENV
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -28,9 +28,7 @@ class Check:
         return f"{self.status:<4}  {self.name:<9} {self.detail}" + (f"; fix: {self.fix}" if self.fix else "")
 
 
-def solver_pick(gpus: list[tuple[str, int]]) -> str | None:
-    """The GPU pixi's solver (rattler) reports as __amdgpu_arch: the most compute units (conda/rattler#2806)."""
-    return max(gpus, key=lambda gpu: gpu[1])[0] if gpus else None
+solver_pick = solver_gpu  # the GPU pixi's solver installs for
 
 
 def gpu_checks(chosen: list[str], gpus: list[tuple[str, int]], table: ArchitectureTable) -> list[Check]:

@@ -105,3 +105,17 @@ def test_our_pixi_toml_requires_the_pixi_of_the_gpu_platforms_and_the_docs_say_i
     assert set(stated) == {PIXI_MIN_VERSION} and set(stated[PIXI_MIN_VERSION]) == {"sharing.md"}, stated
     dockerfile = (REPO / "docs" / "getting-started.md").read_text().split("```dockerfile", 1)[1]
     assert f"FROM ghcr.io/prefix-dev/pixi:{PIXI_MIN_VERSION}" in dockerfile
+
+
+def test_without_arch_a_machine_with_two_gpus_builds_for_the_one_pixi_installs_for(tmp_path):
+    """rattler reports the GPU with the most compute units (ties: the highest ISA) as __amdgpu_arch; detection picks
+    the same, so that `build-all` on a Strix Halo with an RX 7900 eGPU builds what `pixi install` then wants."""
+    from orchestrate import detect
+
+    nodes = tmp_path / "nodes"
+    for node, (version, simds) in enumerate([(0, 0), (110501, 80), (110000, 192)]):
+        (nodes / str(node)).mkdir(parents=True)
+        (nodes / str(node) / "properties").write_text(f"gfx_target_version {version}\nsimd_count {simds}\nsimd_per_cu 2\n")
+    assert detect.detect_gpus(nodes) == [("gfx1151", 40), ("gfx1100", 96)]
+    assert detect.detect_gpu_arch(nodes) == "gfx1100"
+    assert detect.solver_gpu([("gfx1100", 40), ("gfx1151", 40)]) == "gfx1151"  # a tie: the highest ISA
