@@ -6,7 +6,7 @@ every architecture is one file in the channel, counted once).
 
 Run from the repository root:  python tests/benchmarks/plan_numbers.py [--write | --docs]
 --write saves tests/benchmarks/results/plan_numbers.md (re-run it after the recipes change); --docs rewrites the
-numbers README.md and docs/getting-started.md state (a test fails while they differ from `plan`)."""
+numbers README.md, docs/getting-started.md and docs/prebuilt-or-source.md state (a test fails while they differ from `plan`)."""
 from __future__ import annotations
 
 import argparse
@@ -146,9 +146,9 @@ def report() -> str:
     return "\n".join(out)
 
 
-# The numbers README.md and docs/getting-started.md state, between <!-- plan-numbers:NAME --> and
+# The numbers README.md, docs/getting-started.md and docs/prebuilt-or-source.md state, between <!-- plan-numbers:NAME --> and
 # <!-- /plan-numbers:NAME -->: written by `--docs`, and tests/test_user_paths.py fails when they differ from `plan`.
-DOC_PAGES = ("README.md", "docs/getting-started.md")
+DOC_PAGES = ("README.md", "docs/getting-started.md", "docs/prebuilt-or-source.md")
 WHEELS = ("prebuilt wheel", "PyPI wheel")
 
 
@@ -210,10 +210,12 @@ PUBLIC_FIGURES = [
     (("pytorch-base", "pytorch", "torchvision", "torchaudio", "triton"), "download and unpack: torch ~110 MB + device "
      "~50 MB (+ family wheel ~180 MB)", "the same measured note"),
     (("triton",), "about an hour (its LLVM dominates); LLVM links 4–8 GB RAM each", "TheRock docs"),
-    (("aotriton",), "~30 min on 32 threads (22,000 files per target)", "gentoo#42907, aotriton release scripts"),
+    (("aotriton",), "about 30 min for one target on 32 threads (22,000 files); declared: × 32 / 16 jobs = 1h00m",
+     "gentoo/gentoo PR #42907 (2025-07-06)"),
     (("pytorch",), "30–60 min (single target); OOM with 8 jobs on 32 GB", "TheRock pytorch README, conda feedstock"),
-    (("composable-kernel",), "about 1.5 h (gfx1151, library instances, no MHA)", "lhl strix-halo-testing, "
-     "torch-therock/BUILD.md"),
+    (("composable-kernel",), "gfx1151, library plus examples and tests: about 1.5 h with 32 jobs, declared × 32 / 16 = "
+     "3h00m; gfx942, library plus MHA: ~1h30m on 128 threads, declared × 128 / 16 = 12h00m on the MHA targets",
+     "lhl strix-halo-testing torch-therock/BUILD.md (2025); ROCm/composable_kernel PR #2225 (2025-05-22)"),
     (("flash-attn",), "not published", ""),
     (("aiter",), "minutes (kernels JIT-compiled on first use; `AITER_PREBUILD_KERNELS` to prebuild)", "aiter setup.py"),
     (("vllm",), "5–10 min for one architecture (`setup.py develop`)", "vLLM's ROCm install docs"),
