@@ -137,9 +137,11 @@ def disk_needs(estimates: list[tuple[str, Estimate]], work_dir: Path, channel_di
 
     if estimates:
         label, biggest = max(estimates, key=lambda item: item[1].disk_bytes)
-        add(work_dir, biggest.disk_bytes, f"{label}'s build peaks at {format_bytes(biggest.disk_bytes)}")
+        add(work_dir, biggest.disk_bytes, f"{label}'s build peaks at {format_bytes(biggest.disk_bytes)}, "
+                                          f"{biggest.basis}")
         packages = sum(e.package_bytes for _, e in estimates)
-        add(channel_dir, packages, f"new packages {format_bytes(packages)}")
+        bases = sorted({e.basis for _, e in estimates})
+        add(channel_dir, packages, f"new packages {format_bytes(packages)}, {' or '.join(bases)}")
     if source_cache is not None:
         add(source_cache[0], source_cache[1].bytes, source_cache[1].part)
     return list(needs.values())
