@@ -153,7 +153,7 @@ def markdown(document: dict) -> str:
              "call at a time (launch cost included where a call is shorter than its launch); `graph`: CUDA-graph "
              "replay, no launch cost (forward only). Ours: the quick mode "
              "(`bench --quick`) twice, and the full mode at the judged shape. `old`: the quick mode of the timer "
-             "this replaced (one call a batch where a call took over 1 ms), in the same run. Causal; times in ms; "
+             "this replaced (batches of 1 ms, sized from one call timed alone: one call a batch where that read over 1 ms), in the same run. Causal; times in ms; "
              f"ratio = ours / reference; the bar is within {document['bar']:.0%}.",
              "",
              "| backend | B,H,S,D | dtype | pass | reference (runs) | per call | graph | quick 1 | quick 2 | full | old | calls a batch (quick, old) |",
