@@ -14,7 +14,8 @@ from .architectures import FLASH_ATTN_BACKEND_KEY, Architecture, ArchitectureTab
 from .builder import build_output, discard_work, forget_cached_package
 from .channel import DAMAGED, MISSING, NOT_RECORDED, Channel, ManifestEntry, Recovery, sha256_of
 from .errors import BuildFailed, UserError
-from .estimates import DiskNeed, Estimate, check_disk, disk_needs, estimate_for, recorded_builds, this_host
+from .estimates import (DiskNeed, Estimate, check_disk, disk_needs, estimate_for, recorded_builds, source_cache_need,
+                        this_host)
 from .options import Options
 from .prebuilt import LOCK_COMMAND, LOCK_FILE, PYTORCH_FROM, SHA256_SUFFIX, SOURCE, URL_SUFFIX, origin_of
 from .input_hash import compute_input_hashes
@@ -208,7 +209,9 @@ def expected_total(plan: Plan) -> tuple[float, int]:
 def plan_disk_needs(plan: Plan, options: Options) -> list[DiskNeed]:
     """What the plan's builds need on each disk (one entry per build: two builds of a name both count)."""
     estimates = [(s.output.name, s.estimate) for s in plan.steps if s.state == BUILD and s.estimate]
-    return disk_needs(estimates, options.work_dir, options.channel)
+    sources = source_cache_need([(s.output.name, s.estimate, sources_of(s.output.rendered)) for s in plan.steps
+                                 if s.state == BUILD and s.estimate], SourceCache(options.source_cache))
+    return disk_needs(estimates, options.work_dir, options.channel, (options.source_cache, sources))
 
 
 def check_disk_space(plan: Plan, options: Options) -> None:

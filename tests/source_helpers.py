@@ -111,12 +111,13 @@ requirements:
   run_constraints:
     - __amdgpu_arch ==${{{{ amdgpu_isa }}}}
 extra:
-  estimate: {{build_minutes: 90, disk_gib: {disk_gib}}}
+  estimate: {{build_minutes: 90, disk_gib: {disk_gib}, source_gib: {source_gib}}}
 """
 
 
 @contextmanager
-def sourced_recipe(workspace: Path, tmp_path: Path, disk_gib: float = 0.001, payload_mib: int = 0):
+def sourced_recipe(workspace: Path, tmp_path: Path, disk_gib: float = 0.001, payload_mib: int = 0,
+                   source_gib: float = 0.001):
     """Adds recipes/sourced (a url tarball with a patch, plus a git checkout) to the workspace; yields the
     counting server and the git repository. `payload_mib` pads the tarball with incompressible bytes."""
     root = tmp_path / "upstream"
@@ -132,6 +133,7 @@ def sourced_recipe(workspace: Path, tmp_path: Path, disk_gib: float = 0.001, pay
     with CountingServer(root) as server:
         (workspace / "recipes/sourced").mkdir()
         (workspace / "recipes/sourced/recipe.yaml").write_text(
-            RECIPE.format(url=server.url, sha256=sha256, git=repo.as_uri(), commit=commit, disk_gib=disk_gib))
+            RECIPE.format(url=server.url, sha256=sha256, git=repo.as_uri(), commit=commit, disk_gib=disk_gib,
+                          source_gib=source_gib))
         server.repo, server.commit, server.sha256 = repo, commit, sha256
         yield server

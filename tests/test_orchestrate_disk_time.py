@@ -80,6 +80,20 @@ def test_plan_refuses_to_start_without_the_disk_it_needs(orchestrate, workspace,
         assert forced.code == 0
 
 
+def test_the_disk_check_counts_the_sources_not_yet_in_the_source_cache(orchestrate, workspace, tmp_path, channel):
+    """The source cache keeps every archive, its unpacked tree and every clone after the build: a plan needs
+    that room too, until the sources are there (issue 38)."""
+    with sourced_recipe(workspace, tmp_path, source_gib=10**6):
+        assert orchestrate("build", "rocm-sdk", "--arch", ARCH).code == 0
+        result = orchestrate("build", "sourced", "--arch", ARCH)
+        assert result.code == 2
+        [line] = result.err.strip().splitlines()
+        assert "sources not yet in the source cache 1000000.0 GiB (2 of 2 sources" in line
+        assert str(workspace / ".orchestrate") in line
+        assert orchestrate("fetch", "sourced", "--arch", ARCH).code == 0
+        assert orchestrate("build", "sourced", "--arch", ARCH).code == 0  # both sources cached: nothing to add
+
+
 def test_plan_shows_declared_then_measured_durations(orchestrate, workspace, tmp_path):
     with sourced_recipe(workspace, tmp_path):
         plan = orchestrate("plan", "--arch", ARCH, "sourced")
@@ -102,3 +116,34 @@ def test_build_all_shows_position_and_eta_per_package(orchestrate, workspace):
     assert len(starts) == 10 and starts[0].endswith(", ETA ?)") and "(1/10, " in starts[0]
     assert "(10/10, " in starts[-1]
     assert set(sum(states(result.out).values(), [])) == {"built"}
+
+
+def test_a_source_shared_by_recipes_is_counted_once_and_a_cached_one_not_at_all(tmp_path):
+    """CK's clone serves composable-kernel, flash-attn and aiter: one copy in the cache, counted once."""
+    from orchestrate.estimates import Estimate, source_cache_need
+    from orchestrate.sources import METADATA, Source, SourceCache
+    from orchestrate.ui import GIB
+
+    ck = Source("git", ("https://github.com/ROCm/composable_kernel.git",), "a" * 40)
+    fa = Source("git", ("https://github.com/Dao-AILab/flash-attention.git",), "b" * 40)
+    tarball = Source("url", ("https://example.org/pytorch.tar.gz",), "c" * 64)
+    license_ = Source("path", ("../../LICENSE",), "")
+
+    def build(name, gib, *sources):
+        return name, Estimate(60, 0, 0, "declared by the recipe", int(gib * GIB)), list(sources)
+
+    cache = SourceCache(tmp_path / "sources")
+    builds = [build("composable-kernel", 4, ck, license_), build("flash-attn", 6, fa, ck),
+              build("pytorch-rocm", 2, tarball), build("rocm-stack", 0, license_)]
+    need = source_cache_need(builds, cache)
+    assert need.bytes == (4 + 3 + 2) * GIB  # ck at the larger of 4 and 6/2; the path source is no download
+    assert "(3 of 3 sources" in need.part
+    (tmp_path / "sources" / METADATA).mkdir(parents=True)
+    (tmp_path / "sources" / "pytorch").mkdir()
+    (tmp_path / "sources" / METADATA / "pytorch.json").write_text(
+        '{"source_type": "url", "url": "https://example.org/pytorch.tar.gz", "checksum": "%s", "cache_path": "pytorch"}'
+        % ("c" * 64))
+    need = source_cache_need(builds, cache)
+    assert need.bytes == 7 * GIB and "(2 of 3 sources" in need.part
+    assert "none declared by" not in need.part
+    assert "none declared by aiter" in source_cache_need([build("aiter", 0, ck)], SourceCache(tmp_path / "x")).part

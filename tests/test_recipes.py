@@ -320,4 +320,5 @@ def test_every_package_declares_its_time_and_disk(arch):
             assert step.estimate.basis == "declared by the recipe", step.output.name
             assert step.estimate.seconds > 0 and step.estimate.disk_bytes > 0, step.output.name
     total, unknown = runner.expected_total(plan_for(arch))
-    assert unknown == 0 and 2 * 3600 < total < 10 * 3600
+    # every recipe: up to 14 h where composable-kernel builds its MHA library (12 h by CK PR #2225's log, scaled)
+    assert unknown == 0 and 2 * 3600 < total < 16 * 3600

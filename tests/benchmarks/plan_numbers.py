@@ -6,7 +6,7 @@ every architecture is one file in the channel, counted once).
 
 Run from the repository root:  python tests/benchmarks/plan_numbers.py [--write | --docs]
 --write saves tests/benchmarks/results/plan_numbers.md (re-run it after the recipes change); --docs rewrites the
-numbers README.md and docs/getting-started.md state (a test fails while they differ from `plan`)."""
+numbers README.md, docs/getting-started.md and docs/prebuilt-or-source.md state (a test fails while they differ from `plan`)."""
 from __future__ import annotations
 
 import argparse
@@ -146,9 +146,9 @@ def report() -> str:
     return "\n".join(out)
 
 
-# The numbers README.md and docs/getting-started.md state, between <!-- plan-numbers:NAME --> and
+# The numbers README.md, docs/getting-started.md and docs/prebuilt-or-source.md state, between <!-- plan-numbers:NAME --> and
 # <!-- /plan-numbers:NAME -->: written by `--docs`, and tests/test_user_paths.py fails when they differ from `plan`.
-DOC_PAGES = ("README.md", "docs/getting-started.md")
+DOC_PAGES = ("README.md", "docs/getting-started.md", "docs/prebuilt-or-source.md")
 WHEELS = ("prebuilt wheel", "PyPI wheel")
 
 
@@ -187,13 +187,84 @@ def doc_blocks() -> dict[str, str]:
                 format_duration(runner.expected_total(source)[0])],
                ["every recipe, PyTorch from source (`plan --all --variant pytorch_from=source`: what `build-all` built "
                 "before ROCm 10.1)", str(len(builds_of(everything))), format_duration(runner.expected_total(everything)[0])]]
-    return {"readme": f"{format_duration(runner.expected_total(default)[0])} declared; {ck_total} on the architectures "
-                      "whose only flash-attn backend is CK",
+    default_total, source_total = runner.expected_total(default)[0], runner.expected_total(source)[0]
+    return {"readme": f"{format_duration(default_total)} as `plan` sums the recipes' declared estimates, against "
+                      f"{format_duration(source_total)} for the same closure with PyTorch from source; {ck_total} on the "
+                      "architectures whose only flash-attn backend is CK",
+            "headline": f"{format_duration(default_total)} instead of {format_duration(source_total)} with PyTorch built "
+                        "from source (the same closure; both as `plan` sums the recipes' declared estimates)",
+            "source-extra": f"{format_duration(source_total - default_total)} more, as `plan` sums the recipes' "
+                            "declared estimates",
             "per-architecture": "\n" + table(per_arch[0], per_arch[1:]) + "\n",
-            "gfx1151": "\n" + table(gfx1151[0], gfx1151[1:]) + "\n"}
+            "gfx1151": "\n" + table(gfx1151[0], gfx1151[1:]) + "\n",
+            "estimates": "\n" + estimates_table() + "\n",
+            "disk": disk_sentence(default),
+            DOCTOR_SAMPLE: disk_sentence(default).split(":")[0]}
+
+
+# Each package's public figures, beside what its recipe declares (the declared column is read from the recipes):
+# (names in the plan, the public figure, where it is published). Nothing here was measured on an AMD GPU.
+PUBLIC_FIGURES = [
+    (("rocm-sdk", "rocm-sdk-device-gfx1151"), "download and unpack: core ~700 MB, libraries ~100 MB, devel, device "
+     "~50–130 MB; a few GB unpacked", "TheRock RELEASES.md; a measured note on the 10.0.0 wheels"),
+    (("pytorch-base", "pytorch", "torchvision", "torchaudio", "triton"), "download and unpack: torch ~110 MB + device "
+     "~50 MB (+ family wheel ~180 MB)", "the same measured note"),
+    (("triton",), "about an hour (its LLVM dominates); LLVM links 4–8 GB RAM each", "TheRock docs"),
+    (("aotriton",), "about 30 min for one target on 32 threads (22,000 files); declared: × 32 / 16 jobs = 1h00m",
+     "gentoo/gentoo PR #42907 (2025-07-06)"),
+    (("pytorch",), "30–60 min (single target); OOM with 8 jobs on 32 GB", "TheRock pytorch README, conda feedstock"),
+    (("composable-kernel",), "gfx1151, library plus examples and tests: about 1.5 h with 32 jobs, declared × 32 / 16 = "
+     "3h00m; gfx942, library plus MHA: ~1h30m on 128 threads, declared × 128 / 16 = 12h00m on the MHA targets",
+     "lhl strix-halo-testing torch-therock/BUILD.md (2025); ROCm/composable_kernel PR #2225 (2025-05-22)"),
+    (("flash-attn",), "not published", ""),
+    (("aiter",), "minutes (kernels JIT-compiled on first use; `AITER_PREBUILD_KERNELS` to prebuild)", "aiter setup.py"),
+    (("vllm",), "5–10 min for one architecture (`setup.py develop`)", "vLLM's ROCm install docs"),
+]
+
+
+def _declared(step) -> str:
+    e = step.estimate
+    return (f"{format_duration(e.seconds)}; disk {e.disk_bytes / GIB:g} GiB, package {e.package_bytes / GIB:g} GiB, "
+            f"sources {e.source_bytes / GIB:g} GiB")
+
+
+def estimates_table() -> str:
+    """Per package: what its recipe declares (`plan`'s figures, gfx1151) beside the public figures."""
+    steps = {}
+    for overrides in ({}, {"pytorch_from": "source"}, {"flash_attn_backend": "ck"}):
+        for step in plan("gfx1151", overrides, everything=True).steps:
+            if step.state == runner.BUILD and step.estimate:
+                backend = step.output.variant.get("flash_attn_backend", "")
+                steps.setdefault((step.output.name, backend, step.origin), step)
+    rows = []
+    for names, public, source in PUBLIC_FIGURES:
+        declared = []
+        for (name, backend, origin), step in steps.items():
+            if name in names and (len(names) > 1) == origin.startswith("prebuilt"):
+                label = f"{name} ({backend})" if backend else name
+                declared.append(f"{label}: {_declared(step)}")
+        rows.append([", ".join(names) + (" (prebuilt)" if len(names) > 1 else " (source)" if names[0] in
+                                          ("triton", "pytorch") else ""), "<br>".join(declared), public, source])
+    return table(["package", "declared by its recipe (`plan`, gfx1151)", "public figure", "published in"], rows)
+
+
+def disk_sentence(default: runner.Plan) -> str:
+    """What doctor's disk line adds up for the default gfx1151 plan, nothing built or cached yet, one disk."""
+    options = Options(workspace=REPO, channel=Path("/nonexistent/plan-numbers-channel"), arch="gfx1151",
+                      source_channels=[], source_cache=Path("/nonexistent/plan-numbers-sources"))
+    needs = runner.plan_disk_needs(default, options)
+    total = sum(n.bytes for n in needs)
+    return f"{total / GIB:.1f} GiB: " + "; ".join(part for n in needs for part in n.parts)
+
+
+# doctor's sample output in getting-started shows the same sum inside a code block, where no marker can go.
+DOCTOR_SAMPLE = "doctor-sample"
+DOCTOR_SAMPLE_PATTERN = re.compile(r"(plan needs about )([0-9.]+ GiB)( \(…\))")
 
 
 def marked(name: str) -> re.Pattern:
+    if name == DOCTOR_SAMPLE:
+        return DOCTOR_SAMPLE_PATTERN
     return re.compile(rf"(<!-- plan-numbers:{name} -->)(.*?)(<!-- /plan-numbers:{name} -->)", re.S)
 
 
@@ -203,7 +274,10 @@ def docs_as_written() -> dict[str, str]:
     for page in DOC_PAGES:
         for match in re.finditer(r"<!-- plan-numbers:([a-z0-9-]+) -->(.*?)<!-- /plan-numbers:\1 -->",
                                  (REPO / page).read_text(), re.S):
-            found[match[1]] = match[2]
+            # a block written on both pages must read the same on both
+            found[match[1]] = match[2] if found.get(match[1], match[2]) == match[2] else "<differs between pages>"
+        for match in DOCTOR_SAMPLE_PATTERN.finditer((REPO / page).read_text()):
+            found[DOCTOR_SAMPLE] = match[2]
     return found
 
 

@@ -30,9 +30,10 @@ class TimingSettings:
     min_reps: int = 3
     max_reps: int = 20
     target_ms: float = 200.0  # repetitions are chosen so that one measurement takes about this long
-    # One repetition enqueues enough calls to keep the GPU busy this long: timing single sub-0.1 ms calls
-    # measures the host's launch gaps more than the kernel (seen: ±40% between two runs on one H200).
-    batch_ms: float = 1.0
+    # One repetition is a batch of calls queued back to back under one pair of device events, enough of them
+    # to keep the GPU busy this long. A batch of one call measures the host's launch time too: a 0.8 ms
+    # flash backward read 0.93-1.06 ms that way on an H200, where an independent timing read 0.80 (issue 38).
+    batch_ms: float = 10.0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -69,7 +70,16 @@ class Row:
 
 class Timer:
     """Median milliseconds of repeated calls: device events on a GPU (work is asynchronous), the host clock on
-    the CPU. Warm-up runs first so that kernel selection, compilation and allocation stay out of the numbers."""
+    the CPU. Warm-up runs first so that kernel selection, compilation and allocation stay out of the numbers.
+
+    Each repetition is one batch of calls between one pair of events, long enough (batch_ms) that the host's
+    cost of launching a call hides behind the GPU's work on the calls queued before it. One untimed call goes
+    first in every batch, so the GPU is already busy when the start event is reached: the host's time to
+    launch the first timed call is not counted either."""
+
+    # A call this short is bounded by the host's launch rate anyway; capping the batch keeps it from spending
+    # seconds of host time on a microsecond kernel.
+    MAX_CALLS = 10_000
 
     def __init__(self, torch, device: str, settings: TimingSettings):
         self.torch, self.device, self.settings = torch, device, settings
@@ -86,6 +96,7 @@ class Timer:
                 function()
             return (time.perf_counter() - start) * 1e3 / calls
         start, end = (self.torch.cuda.Event(enable_timing=True) for _ in range(2))
+        function()  # untimed: keeps the GPU busy while the timed calls are being queued
         start.record()
         for _ in range(calls):
             function()
@@ -93,16 +104,23 @@ class Timer:
         end.synchronize()
         return start.elapsed_time(end) / calls
 
+    def _calls_per_batch(self, per_call_ms: float) -> int:
+        return min(self.MAX_CALLS, max(1, math.ceil(self.settings.batch_ms / max(per_call_ms, 1e-4))))
+
     def median_ms(self, function) -> tuple[float, int, int]:
         """(median ms of one call, repetitions, calls per repetition)."""
         for _ in range(self.settings.warmup):
             function()
         self._synchronize()
-        first = max(self._time_batch(function, 1), 1e-3)
-        calls = max(1, math.ceil(self.settings.batch_ms / first))
-        wanted = int(self.settings.target_ms / (first * calls))
+        # A first guess from a single call (an overestimate where launch cost dominates), then one from a
+        # batch of the size that guess asks for: the batch's per-call time is the one the host can't inflate.
+        calls = self._calls_per_batch(self._time_batch(function, 1))
+        if calls > 1:
+            calls = self._calls_per_batch(self._time_batch(function, calls))
+        per_call = self._time_batch(function, calls)
+        wanted = int(self.settings.target_ms / max(per_call * calls, 1e-4))
         reps = max(self.settings.min_reps, min(self.settings.max_reps, wanted))
-        times = [self._time_batch(function, calls) for _ in range(reps)]
+        times = [per_call] + [self._time_batch(function, calls) for _ in range(reps - 1)]
         return statistics.median(times), reps, calls
 
 
@@ -214,7 +232,8 @@ def run_benchmark(torch, device: str, shapes, dtypes, causal_modes, backend_name
         "settings": {**settings.to_dict(), "passes": list(passes),
                      "flops": "forward 4*B*H*S^2*D, halved when causal; backward 2.5x forward",
                      "timing": "after warm-up, the median over repetitions of the mean time of one call in a "
-                               "back-to-back batch; device events on GPU, host clock on CPU"},
+                               "back-to-back batch of at least batch_ms under one pair of device events (one "
+                               "untimed call queued first); host clock on CPU"},
         "backends": [{"name": b.name, "description": b.description} for b in backends],
         "rows": rows,
     }

@@ -73,6 +73,9 @@ def at_least(lowest: float, whole: bool = False, above: bool = False):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .bench import TimingSettings  # standard library only: torch is imported when a command runs
+
+    bench_defaults = TimingSettings()
     parser = Parser(
         prog="rocm-stack-check", description="Does Flash Attention run on this GPU, and how fast is it?",
         epilog=EXIT_CODES_HELP)
@@ -120,8 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="timed repetitions at most (default 20)")
     bench.add_argument("--target-ms", type=at_least(0, above=True), default=200.0,
                        help="aim for this much timed work per measurement (default 200)")
-    bench.add_argument("--batch-ms", type=at_least(0, above=True), default=1.0,
-                       help="enqueue enough calls per repetition to keep the GPU busy this long (default 1)")
+    bench.add_argument("--batch-ms", type=at_least(0, above=True), default=bench_defaults.batch_ms,
+                       help="queue enough calls per repetition, under one pair of device events, to keep the "
+                            f"GPU busy this long, so launch cost stays hidden (default {bench_defaults.batch_ms:g})")
     bench.add_argument("--output", type=output_file, help="write the results as JSON")
     bench.add_argument("--plot", type=output_file, help="write a PNG plot of TFLOP/s (needs matplotlib)")
     bench.add_argument("--markdown", action="store_true", help="also print the table as markdown")
