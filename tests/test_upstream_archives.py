@@ -179,3 +179,23 @@ def test_a12_a_version_that_is_no_pep440_version_names_no_folder(victim, version
     refused(rocm_wheels("install", site, prefix / "bin", tree), "no PEP 440 version", "refusing")
     untouched(home, prefix)
     assert not list(prefix.parent.rglob("*.dist-info"))
+
+
+def test_a12_an_sdists_metadata_is_never_read_through_a_symlink(victim):
+    home, prefix, site = victim
+    tree = sdist_tree(prefix.parent / "src")
+    (tree / "PKG-INFO").unlink()
+    (tree / "PKG-INFO").symlink_to(home / ".ssh/id_rsa")
+    refused(rocm_wheels("install", site, prefix / "bin", tree), "PKG-INFO is a symlink")
+    untouched(home, prefix)
+
+
+def test_a_truncated_devel_tarball_is_one_line(victim):
+    home, prefix, site = victim
+    wheel = devel_wheel(prefix.parent / "wheels", [regular("_rocm_sdk_devel/__init__.py", b""),
+                                                   regular("_rocm_sdk_devel/lib/big.a", bytes(4096))])
+    assert install_wheels(prefix, wheel).returncode == 0
+    tarball = site / "rocm_sdk_devel/_devel.tar"
+    tarball.write_bytes(tarball.read_bytes()[:1500])
+    refused(rocm_wheels("expand-devel", site), "rocm_wheels.py:")
+    untouched(home, prefix)

@@ -95,6 +95,8 @@ def install_sdist_tree(tree: Path, site: Path, bin_dir: Path, python_version: st
     Its setup.py only chooses pip dependencies for the GPU it finds, which conda decides instead, so it is
     installed as the wheel setuptools would build: src/<packages> plus a dist-info from PKG-INFO (or `pkg_info`,
     for a tree that has none) and the egg-info's entry points."""
+    if pkg_info is None and (tree / "PKG-INFO").is_symlink():
+        raise InstallError(f"{tree.name}/PKG-INFO is a symlink: refusing to read an sdist's metadata through one")
     pkg_info = pkg_info if pkg_info is not None else (tree / "PKG-INFO").read_text()
     fields = dict(re.findall(r"^(Name|Version): *(.+)$", pkg_info, re.M))
     if "Name" not in fields or "Version" not in fields:
@@ -147,7 +149,7 @@ def _tree_files(folder: Path, tree: Path, dirs: bool = False) -> list[Path]:
         for name in sorted(folders + files):
             path = Path(current, name)
             if path.is_symlink() and not path.resolve().is_relative_to(root):
-                raise InstallError(f"{path.relative_to(tree)} in the sdist is a symlink to {os.readlink(path)}, "
+                raise InstallError(f"{str(path.relative_to(tree))!r} in the sdist is a symlink to {os.readlink(path)!r}, "
                                    "outside the sdist: refusing to install it")
         if dirs:
             found += [Path(current, name) for name in folders if not Path(current, name).is_symlink()]
@@ -198,6 +200,8 @@ def amd_smi_tree(destination: Path, folder: Path) -> Path:
 def install_tree(tree: Path, site: Path, bin_dir: Path, python_version: str) -> Path:
     """A pure-Python source tree with a pyproject.toml, installed as the wheel setuptools would build from it
     (the project's name and version from its [project] table)."""
+    if (tree / "pyproject.toml").is_symlink():
+        raise InstallError(f"{tree}/pyproject.toml is a symlink: refusing to read a tree's metadata through one")
     project = (tree / "pyproject.toml").read_text().split("[project]", 1)[-1].split("\n[", 1)[0]
     fields = dict(re.findall(r'^(name|version) *= *"([^"]+)"', project, re.M))
     if "name" not in fields or "version" not in fields or "@" in fields["version"]:
@@ -300,6 +304,8 @@ def _extract(archive: tarfile.TarFile, member: tarfile.TarInfo, site: Path, regu
                            "point outside site-packages") from None
     target = site / member.name
     _no_symlink_between(site, target, member.name)
+    if not member.isfile():
+        regular.discard(member.name)  # a later hard link may name only what is a regular file now
     if member.isdir():
         if target.is_symlink() or (target.exists() and not target.is_dir()):
             raise InstallError(f"the devel tarball's folder {member.name!r} replaces a file or link of the same name")
@@ -391,7 +397,8 @@ def main(argv: list[str]) -> int:
             install_tree(Path(tree), site, Path(bin_dir), python_version)
         else:
             raise ValueError(command)
-    except (InstallError, OSError, ValueError, KeyError, zipfile.BadZipFile, tarfile.TarError) as exc:
+    except (InstallError, OSError, ValueError, KeyError, EOFError, UnicodeDecodeError, zipfile.BadZipFile,
+            tarfile.TarError) as exc:
         print(f"rocm_wheels.py: {exc}", file=sys.stderr)
         return 1
     return 0

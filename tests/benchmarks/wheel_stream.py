@@ -7,8 +7,9 @@ rocm_sdk_devel/_devel.tar, stored uncompressed as TheRock ships it (build_portab
 leaves --devel-tarball-compression off), here --member-mib of random (incompressible) bytes, beside the small
 files of a real wheel (an __init__.py, METADATA, WHEEL, RECORD). Each run, interleaved and in one process
 tree: recipes/_shared/install_wheels.py as the recipes run it (PREFIX, PYTHON_VERSION; no Requires-Dist check),
-and `pip install --no-deps --no-index --target` of the same wheel. With --before REV, the installer as it was at
-that commit too (`git show REV:recipes/_shared/install_wheels.py`). Peak memory is each child's own maximum
+and `pip install --no-deps --no-index --target` of the same wheel, each round in a rotated order, each run after an
+untimed os.sync(). With --before REV, the installer as it was at that commit too
+(`git show REV:recipes/_shared/install_wheels.py`). Peak memory is each child's own maximum
 resident set (os.wait4's ru_maxrss); times are wall clock. Medians of --runs, and the ratio to pip's median.
 
 A benchmark, not a test: nothing fails on its numbers (tests/test_install_wheels_stream.py holds the memory
@@ -52,7 +53,9 @@ def make_wheel(path: Path, member_mib: int) -> Path:
 
 
 def timed(command: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(seconds, peak RSS in MiB) of one child process."""
+    """(seconds, peak RSS in MiB) of one child process, started with no dirty pages pending (os.sync, untimed), so
+    no run pays for the writeback of the one before it."""
+    os.sync()
     start = time.perf_counter()
     child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(child.pid, 0)
@@ -105,7 +108,8 @@ def main() -> None:
             candidates[f"install_wheels.py at {args.before}"] = lambda: ours(before, wheel, root)
         results = {name: {"seconds": [], "peak_rss_mib": []} for name in candidates}
         for run in range(args.runs):
-            for name, candidate in candidates.items():
+            order = list(candidates.items())
+            for name, candidate in order[run % len(order):] + order[:run % len(order)]:  # each goes first in turn
                 seconds, rss = candidate()
                 results[name]["seconds"].append(round(seconds, 3))
                 results[name]["peak_rss_mib"].append(round(rss, 1))
