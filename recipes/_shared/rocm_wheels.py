@@ -279,8 +279,7 @@ def devel_licenses(destination: Path, folder: Path) -> list[Path]:
                 target = destination.joinpath(*parts[doc + 2:])
                 if target in written and target.read_bytes() != data:  # another tree's share/doc/ names it too
                     target = destination.joinpath(*parts[:doc], *parts[doc + 2:])
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
+                write_new(target, destination, data=data)
                 written.append(target)
                 if "SRC_DIR" in os.environ:
                     keep_license(dist_info, member.name, data)
