@@ -35,3 +35,15 @@ def test_the_record_holds_the_hash_and_size_of_each_streamed_file(tmp_path):
     data = (site / "rocm_sdk_devel/_devel.tar").read_bytes()
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     assert rows["rocm_sdk_devel/_devel.tar"] == [f"sha256={digest}", str(3 << 20)]
+
+
+def test_a_scripts_python_shebang_is_rewritten_while_streaming_and_recorded_as_written(tmp_path):
+    from prebuilt_helpers import make_wheel
+    wheel = make_wheel(tmp_path, "tool", "1.0", "py3-none-any",
+                       {"tool/__init__.py": "", "tool-1.0.data/scripts/tool": "#!python\nprint('hi')\n"})
+    site = tmp_path / "prefix/lib/python3.12/site-packages"
+    install_wheels.install(wheel, tmp_path / "prefix", site, "3.12", {})
+    script = tmp_path / "prefix/bin/tool"
+    assert script.read_text() == "#!/usr/bin/env python\nprint('hi')\n"
+    rows = {row[0]: row[1:] for row in csv.reader((site / "tool-1.0.dist-info/RECORD").open())}
+    assert rows["../../../bin/tool"] == [install_wheels.record_hash(script.read_bytes()), str(script.stat().st_size)]

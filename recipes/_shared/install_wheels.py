@@ -136,8 +136,8 @@ def check_project(name: str, version: str, source: str) -> None:
 
 def write_new(target: Path, root: Path, source=None, data: bytes = b"") -> tuple[str, int]:
     """Write a file at `target`, which must lie under `root` with no symlink on the way and is never written
-    through (an existing file or link there is replaced): `source` (a file object) streamed in 1 MiB chunks, else
-    `data`. Returns its RECORD hash and size, computed while writing, so no member is ever held whole in memory."""
+    through (an existing file or link there is replaced): `data`, then `source` (a file object) streamed in 1 MiB
+    chunks. Returns its RECORD hash and size, computed while writing, so no member is ever held whole in memory."""
     relative = target.relative_to(root)
     folder = root
     for part in relative.parts[:-1]:
@@ -150,10 +150,9 @@ def write_new(target: Path, root: Path, source=None, data: bytes = b"") -> tuple
     descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with open(descriptor, "wb") as out:
         writer = HashingWriter(out)
+        writer.write(data)
         if source is not None:
             shutil.copyfileobj(source, writer, 1 << 20)
-        else:
-            writer.write(data)
     return record_digest(writer.digest), writer.size
 
 
@@ -221,12 +220,10 @@ def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: 
             is_script = info.filename.startswith(f"{data_dir}/scripts/")
             # streamed: a member (the devel wheel's uncompressed _devel.tar is gigabytes) is never read whole
             with zf.open(info) as source:
-                if is_script:
-                    head = source.read(len(b"#!python"))
-                    if head == b"#!python":  # the environment's python, as pip does
-                        head = b"#!/usr/bin/env python"
-                    source = ChainedReader(head, source)
-                hashes[target] = write_new(target, prefix, source)
+                head = source.read(len(b"#!python")) if is_script else b""
+                if head == b"#!python":  # the environment's python, as pip does
+                    head = b"#!/usr/bin/env python"
+                hashes[target] = write_new(target, prefix, source, head)
             if is_license(info.filename, dist_info) and "SRC_DIR" in os.environ:  # in a rattler-build build
                 keep_license(dist_info, info.filename, target.read_bytes())
             mode = (info.external_attr >> 16) & 0o777
@@ -245,19 +242,6 @@ def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: 
         if os.environ.get("LICENSE_FILE"):
             take_recipe_license(wheel, dist_info, Path(os.environ["LICENSE_FILE"]), brought=kept.exists())
     return metadata, dist_path
-
-
-class ChainedReader:
-    """`head` then the rest of `stream`, read in chunks (a script whose first bytes were rewritten)."""
-
-    def __init__(self, head: bytes, stream):
-        self.head, self.stream = head, stream
-
-    def read(self, size: int = -1) -> bytes:
-        if self.head:
-            chunk, self.head = self.head, b""
-            return chunk
-        return self.stream.read(size)
 
 
 def keep_license(dist_info: str, member: str, data: bytes) -> str:
