@@ -244,6 +244,7 @@ def expand_devel(site: Path) -> Path:
                 keep_license(dist_info.name, member.name, (site / member.name).read_bytes())
             if not member.isdir() and member.name not in listed:
                 rows.append([member.name, "", ""])
+            archive.members = []  # tarfile keeps every header it read; a stream needs none of them again
     _write_record(dist_info / "RECORD", rows)
     tarball.unlink()
     devel_roots = [r for r in roots if r.startswith(DEVEL_PLATFORM_PREFIX)]
