@@ -68,3 +68,12 @@ def test_aiter_and_what_imports_it_require_the_devel_tree():
     for key in (("aiter", None), ("flash-attn", "triton"), ("vllm", None)):
         assert DEVEL in names(outputs[key], "run"), key
     assert DEVEL not in names(outputs[("flash-attn", "ck")], "run")
+
+
+def test_an_exact_pin_subpackage_in_host_is_solved_as_that_exact_build():
+    """rocm-sdk takes the SDK's license files from its sibling output rocm-sdk-licenses with an exact
+    pin_subpackage, which rattler-build puts into the variant as `version build`: the plan solves that build."""
+    from orchestrate.resolve import variant_pinned
+    variant = {"rocm-sdk-licenses": "10.1.0 h3c0ce56_0", "python": "3.12"}
+    assert variant_pinned("rocm-sdk-licenses", variant) == "rocm-sdk-licenses ==10.1.0 h3c0ce56_0"
+    assert variant_pinned("python", variant) == "python 3.12.*"

@@ -52,8 +52,9 @@ def make_wheel(path: Path, member_mib: int) -> Path:
     return path
 
 
-def timed(command: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(seconds, peak RSS in MiB) of one child process, started with no dirty pages pending (os.sync, untimed), so
+def timed(command: list[str], env: dict | None = None) -> tuple[float, float, float]:
+    """(seconds, peak RSS in MiB, CPU seconds: user + system, what other jobs on the machine change least) of one
+    child process, started with no dirty pages pending (os.sync, untimed), so
     no run pays for the writeback of the one before it."""
     os.sync()
     start = time.perf_counter()
@@ -63,10 +64,10 @@ def timed(command: list[str], env: dict | None = None) -> tuple[float, float]:
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise SystemExit(f"{command[:3]} failed: {child.stderr.read().decode()[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
-def ours(installer: Path, wheel: Path, root: Path) -> tuple[float, float]:
+def ours(installer: Path, wheel: Path, root: Path) -> tuple[float, float, float]:
     prefix = root / "prefix"
     shutil.rmtree(prefix, ignore_errors=True)
     env = {"PATH": os.environ["PATH"], "PREFIX": str(prefix), "PYTHON_VERSION": "3.12"}
@@ -76,7 +77,7 @@ def ours(installer: Path, wheel: Path, root: Path) -> tuple[float, float]:
         shutil.rmtree(prefix, ignore_errors=True)
 
 
-def pip(wheel: Path, root: Path) -> tuple[float, float]:
+def pip(wheel: Path, root: Path) -> tuple[float, float, float]:
     target = root / "pip-target"
     shutil.rmtree(target, ignore_errors=True)
     try:
@@ -106,19 +107,23 @@ def main() -> None:
             before.write_bytes(subprocess.run(["git", "show", f"{args.before}:recipes/_shared/install_wheels.py"],
                                               cwd=REPO, check=True, capture_output=True).stdout)
             candidates[f"install_wheels.py at {args.before}"] = lambda: ours(before, wheel, root)
-        results = {name: {"seconds": [], "peak_rss_mib": []} for name in candidates}
+        results = {name: {"seconds": [], "peak_rss_mib": [], "cpu_seconds": []} for name in candidates}
         for run in range(args.runs):
             order = list(candidates.items())
             for name, candidate in order[run % len(order):] + order[:run % len(order)]:  # each goes first in turn
-                seconds, rss = candidate()
+                seconds, rss, cpu = candidate()
                 results[name]["seconds"].append(round(seconds, 3))
                 results[name]["peak_rss_mib"].append(round(rss, 1))
-                print(f"run {run + 1}: {name}: {seconds:.2f} s, peak RSS {rss:.0f} MiB", flush=True)
+                results[name]["cpu_seconds"].append(round(cpu, 3))
+                print(f"run {run + 1}: {name}: {seconds:.2f} s ({cpu:.2f} s CPU), peak RSS {rss:.0f} MiB", flush=True)
     pip_median = statistics.median(results["pip --target"]["seconds"])
+    pip_cpu = statistics.median(results["pip --target"]["cpu_seconds"])
     for result in results.values():
         result["median_seconds"] = statistics.median(result["seconds"])
         result["median_peak_rss_mib"] = statistics.median(result["peak_rss_mib"])
+        result["median_cpu_seconds"] = statistics.median(result["cpu_seconds"])
         result["time_vs_pip"] = round(result["median_seconds"] / pip_median, 2)
+        result["cpu_vs_pip"] = round(result["median_cpu_seconds"] / pip_cpu, 2)
     report = {"member_mib": args.member_mib, "runs": args.runs, "machine": platform.platform(),
               "cpus": os.cpu_count(), "python": platform.python_version(), "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -127,9 +132,11 @@ def main() -> None:
              "", f"`python tests/benchmarks/wheel_stream.py --runs {args.runs}"
              + (f" --before {args.before}" if args.before else "") + f"` on {platform.platform()}, "
              f"{os.cpu_count()} CPUs, Python {platform.python_version()}; medians of {args.runs} interleaved runs.",
-             "", "| installer | median time | vs pip | median peak RSS |", "|---|---|---|---|"]
+             "", "| installer | median time | vs pip | median CPU time | vs pip | median peak RSS |",
+             "|---|---|---|---|---|---|"]
     for name, result in results.items():
         lines.append(f"| {name} | {result['median_seconds']:.2f} s | {result['time_vs_pip']:.2f}x | "
+                     f"{result['median_cpu_seconds']:.2f} s | {result['cpu_vs_pip']:.2f}x | "
                      f"{result['median_peak_rss_mib']:.0f} MiB |")
     (args.out / "wheel-stream.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
