@@ -143,7 +143,7 @@ def write_new(target: Path, root: Path, source=None, data: bytes = b"") -> tuple
     for part in relative.parts[:-1]:
         folder = folder / part
         if folder.is_symlink():
-            fail(f"{relative} would be written through the symlink {folder.relative_to(root)}: refusing it")
+            fail(f"{str(relative)!r} would be written through the symlink {str(folder.relative_to(root))!r}: refusing it")
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.is_symlink() or target.exists():
         target.unlink()
