@@ -18,13 +18,13 @@ import install_wheels  # noqa: E402
 
 def test_peak_memory_does_not_grow_with_the_members_size(tmp_path):
     peaks = {}
-    for mib in (8, 160):
+    for mib in (8, 96):
         (tmp_path / str(mib)).mkdir()
         wheel = make_wheel(tmp_path / str(mib) / "rocm_sdk_devel-10.1.0-py3-none-linux_x86_64.whl", mib)
-        peaks[mib] = min(ours(INSTALLER, wheel, tmp_path / str(mib))[1] for _ in range(2))
+        peaks[mib] = ours(INSTALLER, wheel, tmp_path / str(mib))[1]
         wheel.unlink()
-    # reading the member whole (and the file again to hash it) added two copies: 300 MiB here
-    assert peaks[160] - peaks[8] < 24, peaks
+    # reading the member whole (and the file again to hash it) added two copies: 176 MiB more here
+    assert peaks[96] - peaks[8] < 24, peaks
 
 
 def test_the_record_holds_the_hash_and_size_of_each_streamed_file(tmp_path):
