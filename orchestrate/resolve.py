@@ -182,6 +182,9 @@ def variant_pinned(spec: str, variant: dict[str, str]) -> str:
     value = str(variant.get(name) or "")
     if not value or " " in name:
         return spec
+    words = value.split()
+    if len(words) == 2 and words[0][:1].isdigit():  # an exact pin_subpackage: the output's `version build`
+        return f"{name} =={words[0]} {words[1]}"
     return f"{name} {value}" if any(c in value for c in " *<>=!,") else f"{name} {value}.*"
 
 

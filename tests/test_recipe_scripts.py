@@ -91,8 +91,9 @@ def install_rocm_sdk(arch: str, tmp_path: Path, overrides: dict | None = None) -
             member.name = member.name.split("/", 1)[1]
             sdist.extract(member, src / "wheels" / "rocm")
     prefix.mkdir()
-    run_build_script("rocm-sdk", rendered_env(arch, "rocm-sdk", overrides), prefix, src)
     install_host_package("rocm-sdk", rendered_output(arch, "rocm-sdk-licenses", overrides), prefix, src)
+    run_build_script("rocm-sdk", rendered_env(arch, "rocm-sdk", overrides), prefix, src)
+    run_build_script("rocm-sdk", rendered_env(arch, "rocm-sdk-devel", overrides), prefix, src)
     run_build_script("rocm-sdk-device", rendered_env(arch, f"rocm-sdk-device-{arch}", overrides), prefix, src)
     return prefix
 
@@ -124,7 +125,7 @@ def test_activation_points_hipcc_at_the_environments_conda_gcc_and_sysroot(tmp_p
              "--rtlib=libgcc", "--unwindlib=libgcc", "--end-no-unused-arguments"]
     assert env["HIPCC_COMPILE_FLAGS_APPEND"].split() == flags == env["HIPCC_LINK_FLAGS_APPEND"].split()
     assert "rocm_clang_toolchain_flags" not in subprocess.run(
-        ["bash", "-c", f'export CONDA_PREFIX="{prefix}"; . "{prefix}/etc/conda/activate.d/rocm-sdk.sh"; declare -F'],
+        ["bash", "-c", f'export CONDA_PREFIX="{prefix}"; . "{prefix}/etc/conda/activate.d/rocm-sdk-devel.sh"; declare -F'],
         capture_output=True, text=True, check=True).stdout
     restored = activated(prefix, deactivate=True)
     assert "HIPCC_COMPILE_FLAGS_APPEND" not in restored and "HIPCC_LINK_FLAGS_APPEND" not in restored

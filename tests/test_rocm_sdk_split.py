@@ -51,7 +51,8 @@ def built(tmp_path_factory):
         _write_lock(workspace, index)
         outputs = {}
         for arch in ARCHS:
-            result = _orchestrate(workspace, "build", f"rocm-sdk-device-{arch}", "--arch", arch, "--no-tests")
+            result = _orchestrate(workspace, "build", f"rocm-sdk-device-{arch}", "rocm-sdk-devel", "--arch", arch,
+                                  "--no-tests")
             assert result.returncode == 0, result.stdout + result.stderr
             outputs[arch] = result.stdout
         yield workspace, index, outputs, server
@@ -120,8 +121,13 @@ def test_the_sdk_packages_carry_the_wheels_licenses_and_require_the_stacks_glibc
     [host] = _packages(workspace, f"rocm-sdk-{VERSION}-*.conda")
     index, licenses = package_info(host)
     assert f"__glibc >={bound}" in index["depends"], (host.name, index["depends"])
-    assert {path.split("/")[1].split("-")[0] for path in licenses} == {"rocm_sdk_core", "rocm_sdk_libraries", "rocm_sdk_devel"}
-    # and the license files of the SDK's components, which only the devel tree carries (share/doc/<component>/)
+    assert {path.split("/")[1].split("-")[0] for path in licenses} == {"rocm_sdk_core", "rocm_sdk_libraries", "rocm"}
+    # and the license files of the SDK's components, which only the devel tree carries (share/doc/<component>/):
+    # the runtime takes them from rocm-sdk-licenses, the devel package from its tree
+    assert licenses["wheel-licenses/rocm-sdk-licenses/hip/LICENSE.md"] == b"synthetic license of HIP\n", licenses
+    [devel] = _packages(workspace, f"rocm-sdk-devel-{VERSION}-*.conda")
+    index, licenses = package_info(devel)
+    assert f"__glibc >={bound}" in index["depends"] and any(d.startswith("rocm-sdk ==") for d in index["depends"])
     hip = f"wheel-licenses/rocm_sdk_devel-{VERSION}.dist-info/_rocm_sdk_devel/share/doc/hip/LICENSE.md"
     assert licenses[hip] == b"synthetic license of HIP\n", licenses
     sdk_license = f"wheel-licenses/rocm-sdk-licenses-{VERSION}/hip/LICENSE.md"
@@ -175,7 +181,7 @@ def test_each_device_package_installs_only_on_its_gpu(built):
 def installed(built, tmp_path_factory):
     workspace, *_ = built
     prefix = tmp_path_factory.mktemp("env") / "prefix"
-    install(workspace / "channel", ["rocm-sdk-device-gfx1151"], "11.5.1", prefix)
+    install(workspace / "channel", ["rocm-sdk-device-gfx1151", "rocm-sdk-devel"], "11.5.1", prefix)
     # what a read-only shared environment looks like: nothing below may write into it
     for path in [prefix, *prefix.rglob("*")]:
         if not path.is_symlink():
@@ -189,6 +195,23 @@ def installed(built, tmp_path_factory):
 def _run(prefix: Path, *command: str) -> str:
     return subprocess.run(command, capture_output=True, text=True, check=True, cwd=prefix,
                           env={"PATH": f"{prefix}/bin:/usr/bin:/bin"}).stdout.strip()
+
+
+def test_the_runtime_alone_holds_no_devel_tree_and_torch_finds_its_libraries(built, tmp_path):
+    """A PyTorch user's environment (rocm[libraries] and the device package): no devel tree, no headers, nothing that
+    only compiles; torch's _rocm_init finds the libraries, and activation sets no ROCm path and says nothing."""
+    workspace, *_ = built
+    prefix = tmp_path / "prefix"
+    install(workspace / "channel", ["rocm-sdk-device-gfx1151"], "11.5.1", prefix)
+    site = prefix / SITE
+    assert not (site / "_rocm_sdk_devel/__init__.py").exists() and not (site / "rocm_sdk_devel").exists()
+    assert not list(site.rglob("*.cmake"))  # (core keeps HIP's runtime headers, as TheRock's core wheel does)
+    code = TORCH_ROCM_INIT.format(version=VERSION) + "\nprint('\\n'.join(map(str, initialize())))"
+    assert _run(prefix, f"{prefix}/bin/python3.12", "-c", code).splitlines()[0].endswith("libamdhip64.so.7")
+    activated = subprocess.run(["bash", "-c", f'export CONDA_PREFIX="{prefix}"; '
+                                f'for f in "{prefix}"/etc/conda/activate.d/*.sh; do . "$f"; done; env'],
+                               capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    assert activated.stderr == "" and "ROCM_PATH=" not in activated.stdout and "HIP_PATH=" not in activated.stdout
 
 
 def test_rocm_sdk_finds_the_initialized_devel_tree_read_only(installed):
@@ -294,7 +317,8 @@ def test_unlocked_artifacts_reach_the_runner_as_empty_lock_keys():
     an artifact the lock lacks arrives as KEY_sha256 == "" (which the runner refuses)."""
     options = Options(workspace=REPO, channel=Path("/nonexistent/channel"), arch="gfx1151", source_channels=[])
     steps = {s.output.name: s.output for s in runner.make_plan(options).steps}
-    for name, keys in (("rocm-sdk", HOST_KEYS), ("rocm-sdk-licenses", ("rocm_sdk_devel",)),
+    for name, keys in (("rocm-sdk", ("rocm_sdk_core", "rocm_sdk_libraries", "rocm")),
+                       ("rocm-sdk-devel", ("rocm_sdk_devel",)), ("rocm-sdk-licenses", ("rocm_sdk_devel",)),
                        ("rocm-sdk-device-gfx1151", ("rocm_sdk_device",))):
         output = steps[name]
         urls = [str(s["url"]) for s in output.rendered["source"]]

@@ -43,6 +43,7 @@ import io
 import json
 import os
 import re
+import shutil
 import sys
 import zipfile
 from email.parser import HeaderParser
@@ -100,7 +101,71 @@ def conda_names_for(pypi_name: str) -> set[str]:
 
 
 def record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return record_digest(hashlib.sha256(data))
+
+
+def record_digest(digest) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+
+
+# The grammar of what an upstream archive names, checked before any of it becomes a path or code: a console
+# script's name is one file name in bin/ (no separator, no leading dot), its object reference dotted Python
+# identifiers (PyPA entry-points spec: `module.sub:attr.attr [extras]`); project names and versions as PyPA's
+# name-normalization spec and PEP 440 (the canonical pattern of PEP 440's appendix) define them.
+SCRIPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+PROJECT_NAME = re.compile(r"[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9]", re.IGNORECASE)
+PEP440_VERSION = re.compile(r"""
+    v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*
+    (?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_.]?[0-9]*)?
+    (?:-[0-9]+|[-_.]?(?:post|rev|r)[-_.]?[0-9]*)?
+    (?:[-_.]?dev[-_.]?[0-9]*)?
+    (?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?""", re.VERBOSE | re.IGNORECASE)
+
+
+def dotted_name(text: str) -> bool:
+    return all(part.isidentifier() and part.isascii() for part in text.split("."))
+
+
+def check_project(name: str, version: str, source: str) -> None:
+    """A distribution's Name and Version, before they name a dist-info folder."""
+    if not PROJECT_NAME.fullmatch(name or ""):
+        fail(f"{source} names the project {name!r}, which is no valid project name: refusing to install it")
+    if not PEP440_VERSION.fullmatch(version or ""):
+        fail(f"{source} gives the version {version!r}, which is no PEP 440 version: refusing to install it")
+
+
+def write_new(target: Path, root: Path, source=None, data: bytes = b"") -> tuple[str, int]:
+    """Write a file at `target`, which must lie under `root` with no symlink on the way and is never written
+    through (an existing file or link there is replaced): `data`, then `source` (a file object) streamed in 1 MiB
+    chunks. Returns its RECORD hash and size, computed while writing, so no member is ever held whole in memory."""
+    relative = target.relative_to(root)
+    folder = root
+    for part in relative.parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            fail(f"{str(relative)!r} would be written through the symlink {str(folder.relative_to(root))!r}: refusing it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink() or target.exists():
+        target.unlink()
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with open(descriptor, "wb") as out:
+        writer = HashingWriter(out)
+        writer.write(data)
+        if source is not None:
+            shutil.copyfileobj(source, writer, 1 << 20)
+    return record_digest(writer.digest), writer.size
+
+
+class HashingWriter:
+    """A file's writer that hashes what passes through it (RECORD's sha256 and size, with no second read)."""
+
+    def __init__(self, out):
+        self.out, self.digest, self.size = out, hashlib.sha256(), 0
+
+    def write(self, chunk: bytes) -> int:
+        self.digest.update(chunk)
+        self.size += len(chunk)
+        return self.out.write(chunk)
 
 
 def target_for(member: str, data_dir: str, prefix: Path, site: Path, python_version: str) -> Path:
@@ -142,7 +207,9 @@ def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: 
         dist_info = dist_infos.pop()
         data_dir = dist_info[: -len(".dist-info")] + ".data"
         metadata = HeaderParser().parsestr(zf.read(f"{dist_info}/METADATA").decode())
+        check_project(metadata["Name"], metadata["Version"], f"{wheel.name}'s METADATA")
         installed: list[Path] = []
+        hashes: dict[Path, tuple[str, int]] = {}
         for info in zf.infolist():
             if info.is_dir() or info.filename == f"{dist_info}/RECORD" or info.filename in skip:
                 continue
@@ -150,23 +217,24 @@ def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: 
             if target in owners:
                 fail(f"{wheel.name} and {owners[target]} both install {target.relative_to(prefix)}: the wheels do not fit together")
             owners[target] = wheel.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            data = zf.read(info)
             is_script = info.filename.startswith(f"{data_dir}/scripts/")
-            if is_script and data.startswith(b"#!python"):
-                data = b"#!/usr/bin/env python" + data[len(b"#!python"):]  # the environment's python, as pip does
-            target.write_bytes(data)
+            # streamed: a member (the devel wheel's uncompressed _devel.tar is gigabytes) is never read whole
+            with zf.open(info) as source:
+                head = source.read(len(b"#!python")) if is_script else b""
+                if head == b"#!python":  # the environment's python, as pip does
+                    head = b"#!/usr/bin/env python"
+                hashes[target] = write_new(target, prefix, source, head)
             if is_license(info.filename, dist_info) and "SRC_DIR" in os.environ:  # in a rattler-build build
-                keep_license(dist_info, info.filename, data)
+                keep_license(dist_info, info.filename, target.read_bytes())
             mode = (info.external_attr >> 16) & 0o777
             target.chmod(0o755 if (mode & 0o111 or is_script) else 0o644)
             installed.append(target)
         entry_points = zf.read(f"{dist_info}/entry_points.txt").decode() if f"{dist_info}/entry_points.txt" in names else ""
-    installed += write_console_scripts(entry_points, prefix, python_version)
+    installed += write_console_scripts(entry_points, prefix, python_version, source=wheel.name)
     dist_path = site / dist_info
     (dist_path / "INSTALLER").write_text("conda\n")
     installed.append(dist_path / "INSTALLER")
-    write_record(dist_path, site, installed)
+    write_record(dist_path, site, installed, hashes)
     if "SRC_DIR" in os.environ:
         kept = Path(os.environ["SRC_DIR"]) / LICENSE_DIR / dist_info
         if not kept.exists():
@@ -303,35 +371,56 @@ def take_recipe_license(wheel: Path, dist_info: str, license_file: Path, brought
           f"({LICENSE_DIR}/{dist_info}/{license_file.name})")
 
 
-def record_row(path: Path, site: Path) -> list[str]:
-    data = path.read_bytes()
-    return [os.path.relpath(path, site), record_hash(data), str(len(data))]
+def record_row(path: Path, site: Path, hashes: dict[Path, tuple[str, int]]) -> list[str]:
+    """A RECORD row: the hash taken while writing, else the file's, read in chunks."""
+    if path not in hashes:
+        digest, size = hashlib.sha256(), 0
+        with path.open("rb") as stream:
+            for chunk in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(chunk)
+                size += len(chunk)
+        hashes[path] = (record_digest(digest), size)
+    recorded, size = hashes[path]
+    return [os.path.relpath(path, site), recorded, str(size)]
 
 
-def write_record(dist_path: Path, site: Path, installed: list[Path]) -> None:
+def write_record(dist_path: Path, site: Path, installed: list[Path], hashes: dict | None = None) -> None:
     """The dist-info's RECORD for what was installed (csv, as pip writes it)."""
-    rows = sorted(record_row(p, site) for p in installed) + [[f"{dist_path.name}/RECORD", "", ""]]
+    hashes = {} if hashes is None else hashes
+    rows = sorted(record_row(p, site, hashes) for p in installed) + [[f"{dist_path.name}/RECORD", "", ""]]
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerows(rows)
     (dist_path / "RECORD").write_text(buffer.getvalue())
 
 
-def write_console_scripts(entry_points: str, prefix: Path, python_version: str) -> list[Path]:
-    scripts, section = [], ""
+def console_scripts(entry_points: str, source: str) -> list[tuple[str, str, str]]:
+    """(name, module, attribute path) of each console_scripts entry, every part checked against its grammar
+    (SCRIPT_NAME, dotted identifiers) before it becomes a file name or Python text; anything else stops the
+    install, naming the entry and where it came from."""
+    entries, section = [], ""
     for line in entry_points.splitlines():
         line = line.strip()
         if line.startswith("["):
-            section = line.strip("[]")
+            section = line.strip("[]").strip()
         elif section == "console_scripts" and "=" in line:
             name, target = (s.strip() for s in line.split("=", 1))
             module, _, function = target.partition(":")
-            function = function.split()[0]
-            path = prefix / "bin" / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(SCRIPT.format(python_version=python_version, module=module.strip(),
-                                          attribute=function.split(".")[0], call=function))
-            path.chmod(0o755)
-            scripts.append(path)
+            function = re.sub(r"\s*\[[^\]]*\]\s*$", "", function).strip()  # extras do not change the call
+            if not SCRIPT_NAME.fullmatch(name) or not dotted_name(module.strip()) or not dotted_name(function):
+                fail(f"{source}: the console script {line[:120]!r} is not `name = module:function` with a plain file "
+                     "name and Python names: refusing to write it")
+            entries.append((name, module.strip(), function))
+    return entries
+
+
+def write_console_scripts(entry_points: str, prefix: Path, python_version: str, source: str = "entry_points.txt") -> list[Path]:
+    scripts = []
+    for name, module, function in console_scripts(entry_points, source):
+        path = prefix / "bin" / name
+        write_new(path, prefix, data=SCRIPT.format(python_version=python_version, module=module,
+                                                   attribute=function.split(".")[0], call=function).encode())
+        path.chmod(0o755)
+        scripts.append(path)
     return scripts
 
 
@@ -389,7 +478,10 @@ def main(argv: list[str]) -> None:
     for wheel in map(Path, argv):
         if not wheel.is_file():
             fail(f"{wheel} is missing: the recipe's source did not provide it")
-        metadata, _ = install(wheel, prefix, site, python_version, owners, skip)
+        try:
+            metadata, _ = install(wheel, prefix, site, python_version, owners, skip)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, UnicodeDecodeError, KeyError) as exc:
+            fail(f"{wheel.name} could not be installed: {exc}")
         installed_here.add(canonical(metadata["Name"]))
         requirements[wheel.name] = metadata.get_all("Requires-Dist") or []
         print(f"install_wheels: {wheel.name} -> {site.relative_to(prefix)}")

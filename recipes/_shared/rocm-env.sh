@@ -3,7 +3,7 @@
 # where AMD's ROCm wheels put the SDK in a conda prefix (recipes/rocm-sdk, recipes/rocm-sdk-device).
 #
 # Usage (in a recipe's build script):   source "$RECIPE_DIR/../_shared/rocm-env.sh"
-# Needs in requirements.host: rocm-sdk (host tree) and rocm-sdk-device-${{ gpu_arch }} (this GPU's kernels).
+# Needs in requirements.host: rocm-sdk-devel (the devel tree; it requires rocm-sdk) and rocm-sdk-device-${{ gpu_arch }} (this GPU's kernels).
 # Reads (declare them in build.script.env):
 #   GPU_ARCH           the one target, e.g. gfx1151 (required; we build for exactly one arch)
 #   MAX_JOBS, COMPILER_LAUNCHER   see build-knobs.sh, which this script sources
@@ -31,7 +31,7 @@ if [[ -z "${GPU_ARCH:-}" ]]; then
 fi
 rocm_devel_roots=("$PREFIX"/lib/python3*/site-packages/_rocm_sdk_devel)
 if [[ ${#rocm_devel_roots[@]} -ne 1 || ! -x "${rocm_devel_roots[0]}/bin/hipcc" ]]; then
-    echo "rocm-env.sh: no ROCm SDK under \$PREFIX ($PREFIX/lib/python3*/site-packages/_rocm_sdk_devel/bin/hipcc missing); add rocm-sdk to requirements.host" >&2
+    echo "rocm-env.sh: no ROCm SDK under \$PREFIX ($PREFIX/lib/python3*/site-packages/_rocm_sdk_devel/bin/hipcc missing); add rocm-sdk-devel to requirements.host" >&2
     exit 1
 fi
 if ! compgen -G "$PREFIX/lib/python3*/site-packages/rocm_sdk_device_${GPU_ARCH}-*.dist-info" > /dev/null; then

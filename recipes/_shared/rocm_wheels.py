@@ -35,7 +35,8 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True  # builds leave no __pycache__ in the user's checkout of recipes/_shared
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from install_wheels import install, is_license, keep_license, record_hash, write_console_scripts  # noqa: E402 (the one wheel installer)
+from install_wheels import (check_project, install, is_license, keep_license, record_hash,  # noqa: E402 (the one wheel installer)
+                            write_console_scripts, write_new)
 
 DEVEL_TARBALLS = ("_devel.tar.xz", "_devel.tar")
 DEVEL_PURE_PACKAGE = "rocm_sdk_devel"
@@ -74,7 +75,7 @@ def _dist_info_dirs(site: Path) -> list[Path]:
 def _safe_member(name: str) -> str:
     path = Path(name)
     if path.is_absolute() or ".." in path.parts:
-        raise InstallError(f"archive member {name!r} would land outside site-packages")
+        raise InstallError(f"archive member {name!r} would land outside site-packages: refusing it")
     return name
 
 
@@ -94,24 +95,28 @@ def install_sdist_tree(tree: Path, site: Path, bin_dir: Path, python_version: st
     Its setup.py only chooses pip dependencies for the GPU it finds, which conda decides instead, so it is
     installed as the wheel setuptools would build: src/<packages> plus a dist-info from PKG-INFO (or `pkg_info`,
     for a tree that has none) and the egg-info's entry points."""
+    if pkg_info is None and (tree / "PKG-INFO").is_symlink():
+        raise InstallError(f"{tree.name}/PKG-INFO is a symlink: refusing to read an sdist's metadata through one")
     pkg_info = pkg_info if pkg_info is not None else (tree / "PKG-INFO").read_text()
     fields = dict(re.findall(r"^(Name|Version): *(.+)$", pkg_info, re.M))
     if "Name" not in fields or "Version" not in fields:
         raise InstallError(f"{tree}/PKG-INFO names no Name/Version: not an sdist")
-    source_root = tree / "src" if (tree / "src").is_dir() else tree
-    egg_infos = sorted(tree.glob("**/*.egg-info"))
-    packages = [p for p in sorted(source_root.iterdir()) if p.is_dir() and (p / "__init__.py").exists()]
+    fields = {key: value.strip() for key, value in fields.items()}
+    check_project(fields["Name"], fields["Version"], f"{tree.name}/PKG-INFO")  # they name the dist-info folder
+    source_root = tree / "src" if (tree / "src").is_dir() and not (tree / "src").is_symlink() else tree
+    egg_infos = [e for e in _tree_files(tree, tree, dirs=True) if e.name.endswith(".egg-info")]
+    packages = [p for p in sorted(source_root.iterdir())
+                if p.is_dir() and not p.is_symlink() and (p / "__init__.py").is_file()]
     if not packages:
         raise InstallError(f"{tree}: the sdist holds no Python package")
     rows = []
     for package in packages:
-        for path in sorted(package.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
+        for path in _tree_files(package, tree):
+            if "__pycache__" not in path.parts:
                 relative = path.relative_to(source_root)
-                data = path.read_bytes()
-                (site / relative).parent.mkdir(parents=True, exist_ok=True)
-                (site / relative).write_bytes(data)
-                rows.append([str(relative), record_hash(data), str(len(data))])
+                with path.open("rb") as source:
+                    recorded, size = write_new(site / relative, site, source)
+                rows.append([str(relative), recorded, str(size)])
     normalized = re.sub(r"[-_.]+", "_", fields["Name"]).lower()
     dist_info = site / f"{normalized}-{fields['Version']}.dist-info"
     dist_info.mkdir(parents=True, exist_ok=True)
@@ -121,7 +126,8 @@ def install_sdist_tree(tree: Path, site: Path, bin_dir: Path, python_version: st
         "INSTALLER": INSTALLER,
         "top_level.txt": "".join(p.name + "\n" for p in packages),
     }
-    entry_points = next((e / "entry_points.txt" for e in egg_infos if (e / "entry_points.txt").exists()), None)
+    entry_points = next((e / "entry_points.txt" for e in egg_infos
+                         if (e / "entry_points.txt").is_file() and not (e / "entry_points.txt").is_symlink()), None)
     if entry_points is not None:
         metadata_files["entry_points.txt"] = entry_points.read_text()
         rows += [[os.path.relpath(p, site), record_hash(p.read_bytes()), str(p.stat().st_size)]
@@ -132,6 +138,24 @@ def install_sdist_tree(tree: Path, site: Path, bin_dir: Path, python_version: st
     rows.append([f"{dist_info.name}/RECORD", "", ""])
     _write_record(dist_info / "RECORD", rows)
     return dist_info
+
+
+def _tree_files(folder: Path, tree: Path, dirs: bool = False) -> list[Path]:
+    """The files (or with `dirs`, the folders) under `folder`, sorted, never entering a symlinked folder. A
+    symlink is taken as the file it names only where that lies inside `tree` (the unpacked sdist): one that
+    points outside (an absolute link to a key, `../..`) stops the install, naming it, and is never read."""
+    found, root = [], tree.resolve()
+    for current, folders, files in os.walk(folder, followlinks=False):
+        for name in sorted(folders + files):
+            path = Path(current, name)
+            if path.is_symlink() and not path.resolve().is_relative_to(root):
+                raise InstallError(f"{str(path.relative_to(tree))!r} in the sdist is a symlink to {os.readlink(path)!r}, "
+                                   "outside the sdist: refusing to install it")
+        if dirs:
+            found += [Path(current, name) for name in folders if not Path(current, name).is_symlink()]
+        else:
+            found += [Path(current, name) for name in files if Path(current, name).is_file()]
+    return sorted(found)
 
 
 def install_source(folder: Path, site: Path, bin_dir: Path, python_version: str, skip: set[str] = frozenset()) -> Path:
@@ -164,9 +188,8 @@ def amd_smi_tree(destination: Path, folder: Path) -> Path:
             relative = _safe_member(name)[len(AMD_SMI_TREE):]
             if not name.startswith(AMD_SMI_TREE) or name.endswith("/") or re.search(r"\.so(\.[0-9.]+)?$", name):
                 continue
-            target = destination / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(wheel.read(name))
+            with wheel.open(name) as source:
+                write_new(destination / relative, destination, source)
             written += 1
     if not (destination / "pyproject.toml").is_file():
         raise InstallError(f"{wheels[0].name} has no {AMD_SMI_TREE}pyproject.toml ({written} files under it): this "
@@ -177,6 +200,8 @@ def amd_smi_tree(destination: Path, folder: Path) -> Path:
 def install_tree(tree: Path, site: Path, bin_dir: Path, python_version: str) -> Path:
     """A pure-Python source tree with a pyproject.toml, installed as the wheel setuptools would build from it
     (the project's name and version from its [project] table)."""
+    if (tree / "pyproject.toml").is_symlink():
+        raise InstallError(f"{tree}/pyproject.toml is a symlink: refusing to read a tree's metadata through one")
     project = (tree / "pyproject.toml").read_text().split("[project]", 1)[-1].split("\n[", 1)[0]
     fields = dict(re.findall(r'^(name|version) *= *"([^"]+)"', project, re.M))
     if "name" not in fields or "version" not in fields or "@" in fields["version"]:
@@ -210,15 +235,16 @@ def expand_devel(site: Path) -> Path:
     dist_info = _dist_info_of(site, str(tarball.relative_to(site)))
     rows = _read_record(dist_info / "RECORD")
     listed = {row[0] for row in rows}
-    roots = set()
-    with tarfile.open(tarball, "r:*") as archive:
+    roots, regular = set(), set()
+    with tarfile.open(tarball, "r|*") as archive:  # a stream: one member at a time, each written in chunks
         for member in archive:
             roots.add(_safe_member(member.name).split("/", 1)[0])
-            _extract(archive, member, site)
+            member = _extract(archive, member, site, regular)
             if member.isfile() and is_license(member.name, dist_info.name) and "SRC_DIR" in os.environ:
                 keep_license(dist_info.name, member.name, (site / member.name).read_bytes())
             if not member.isdir() and member.name not in listed:
                 rows.append([member.name, "", ""])
+            archive.members = []  # tarfile keeps every header it read; a stream needs none of them again
     _write_record(dist_info / "RECORD", rows)
     tarball.unlink()
     devel_roots = [r for r in roots if r.startswith(DEVEL_PLATFORM_PREFIX)]
@@ -254,8 +280,7 @@ def devel_licenses(destination: Path, folder: Path) -> list[Path]:
                 target = destination.joinpath(*parts[doc + 2:])
                 if target in written and target.read_bytes() != data:  # another tree's share/doc/ names it too
                     target = destination.joinpath(*parts[:doc], *parts[doc + 2:])
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
+                write_new(target, destination, data=data)
                 written.append(target)
                 if "SRC_DIR" in os.environ:
                     keep_license(dist_info, member.name, data)
@@ -265,26 +290,55 @@ def devel_licenses(destination: Path, folder: Path) -> list[Path]:
     return written
 
 
-def _extract(archive: tarfile.TarFile, member: tarfile.TarInfo, site: Path) -> None:
-    """Regular files with their modes, directories, symlinks kept as the tarball has them (see the module doc)."""
+def _extract(archive: tarfile.TarFile, member: tarfile.TarInfo, site: Path, regular: set[str]) -> tarfile.TarInfo:
+    """One member of the devel tarball, through tarfile's `data` filter (PEP 706: no absolute or `..` path, no
+    link out of `site`, no device file, no setuid bits) and stricter where it is not: nothing is written through a
+    symlink (an earlier member's, or one already in site-packages), a hard link names an earlier regular member
+    (`regular`, the names extracted so far), and a symlink's target must resolve inside site-packages as well
+    when it is written. Symlinks are kept as the tarball has them (the module doc says why). Returns the member
+    as the filter passed it."""
+    try:
+        member = tarfile.data_filter(member, str(site))
+    except tarfile.FilterError as exc:
+        raise InstallError(f"the devel tarball's member {member.name!r} is refused ({exc}): it would write or "
+                           "point outside site-packages") from None
     target = site / member.name
+    _no_symlink_between(site, target, member.name)
+    if not member.isfile():
+        regular.discard(member.name)  # a later hard link may name only what is a regular file now
     if member.isdir():
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            raise InstallError(f"the devel tarball's folder {member.name!r} replaces a file or link of the same name")
         target.mkdir(parents=True, exist_ok=True)
-    elif member.issym():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_symlink() or target.exists():
-            target.unlink()
+        return member
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink() or target.exists():
+        target.unlink()  # replaced, never written through
+    if member.issym():
         target.symlink_to(member.linkname)
-    elif member.islnk():  # a tar hard link to an earlier member of the same tarball (same package)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.link(site / _safe_member(member.linkname), target)
+    elif member.islnk():
+        if member.linkname not in regular:
+            raise InstallError(f"the devel tarball's hard link {member.name!r} names {member.linkname!r}, which is no "
+                               "earlier regular file of the tarball: refusing it")
+        os.link(site / member.linkname, target, follow_symlinks=False)
+        regular.add(member.name)
     elif member.isfile():
-        target.parent.mkdir(parents=True, exist_ok=True)
         with archive.extractfile(member) as source:
-            target.write_bytes(source.read())
+            write_new(target, site, source)
         target.chmod(0o755 if member.mode & 0o111 else 0o644)
+        regular.add(member.name)
     else:
         raise InstallError(f"{member.name}: unsupported tar member type in the devel tarball")
+    return member
+
+
+def _no_symlink_between(root: Path, target: Path, name: str) -> None:
+    folder = root
+    for part in target.relative_to(root).parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            raise InstallError(f"the devel tarball's member {name!r} would be written through the symlink "
+                               f"{folder.relative_to(root)}: refusing it")
 
 
 def link_device(site: Path) -> list[Path]:
@@ -343,7 +397,8 @@ def main(argv: list[str]) -> int:
             install_tree(Path(tree), site, Path(bin_dir), python_version)
         else:
             raise ValueError(command)
-    except (InstallError, OSError, ValueError, KeyError, zipfile.BadZipFile, tarfile.TarError) as exc:
+    except (InstallError, OSError, ValueError, KeyError, EOFError, UnicodeDecodeError, zipfile.BadZipFile,
+            tarfile.TarError) as exc:
         print(f"rocm_wheels.py: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -1,32 +1,14 @@
-# rocm-sdk: point ROCm-aware tools at this environment's ROCm: the expanded devel tree in site-packages, the
-# root `rocm-sdk path --root` prints. Only plain exports, so activation stays instant; previous values are kept
-# for deactivate.sh.
-export _ROCM_SDK_OLD_ROCM_PATH="${ROCM_PATH-}"
-export _ROCM_SDK_OLD_HIP_PATH="${HIP_PATH-}"
-export _ROCM_SDK_OLD_HIP_DEVICE_LIB_PATH="${HIP_DEVICE_LIB_PATH-}"
-export ROCM_PATH="$CONDA_PREFIX/@SITE_PACKAGES@/_rocm_sdk_devel"
-export HIP_PATH="$ROCM_PATH"
-# clang stops searching for device libraries once ROCM_PATH is set, so name them explicitly
-export HIP_DEVICE_LIB_PATH="$ROCM_PATH/lib/llvm/amdgcn/bitcode"
-# hipcc, amdclang, rocm-sdk, ... are console scripts in $CONDA_PREFIX/bin, already on PATH.
-# ROCm's clang on this environment's conda GCC and sysroot, where it holds them (aiter's `gxx` run requirement
-# brings both): aiter compiles its kernels with hipcc on first use, torch's cpp_extension builds with it too. The
-# same flags builds get (recipes/_shared/hip-toolchain.sh); rocm_clang_toolchain_flags comes from
-# _shared/conda-gcc-flags.sh, which build.sh puts at the top of this script. Without a conda GCC: nothing added.
-export _ROCM_SDK_OLD_HIPCC_COMPILE_FLAGS_APPEND="${HIPCC_COMPILE_FLAGS_APPEND-}"
-export _ROCM_SDK_OLD_HIPCC_LINK_FLAGS_APPEND="${HIPCC_LINK_FLAGS_APPEND-}"
-if _rocm_sdk_flags="$(rocm_clang_toolchain_flags "$CONDA_PREFIX" \
-        "$CONDA_PREFIX/${CONDA_TOOLCHAIN_HOST:-x86_64-conda-linux-gnu}/sysroot")"; then
-    export HIPCC_COMPILE_FLAGS_APPEND="${HIPCC_COMPILE_FLAGS_APPEND:+$HIPCC_COMPILE_FLAGS_APPEND }$_rocm_sdk_flags"
-    export HIPCC_LINK_FLAGS_APPEND="${HIPCC_LINK_FLAGS_APPEND:+$HIPCC_LINK_FLAGS_APPEND }$_rocm_sdk_flags"
-fi
-unset _rocm_sdk_flags
-unset -f rocm_clang_toolchain_flags
+# rocm-sdk (rocm[libraries]): what AMD's runtime needs in the user's environment. It needs no ROCM_PATH: AMD's
+# torch finds the SDK's libraries through rocm_sdk (_rocm_init). What hipcc and ROCm-aware build tools need
+# (ROCM_PATH, HIP_PATH, HIP_DEVICE_LIB_PATH, hipcc's conda GCC flags) is rocm-sdk-devel's activation
+# (activate-devel.sh), so an environment without the devel tree sets none of it and reports nothing missing.
+# What it does set: the runtime fixes below, each a plain export whose old value deactivate.sh restores.
 
 # vLLM's ROCm image (docker/Dockerfile.rocm_base at v0.33.0) sets runtime fixes for TheRock's SDK; each is applied
 # here or declined, with why (docs/recipe-review.md, check 10). ROCM_PATH/HIP_PATH/HIP_DEVICE_LIB_PATH/PATH (:46-54)
-# have their equivalents above; its LD_LIBRARY_PATH (:53) is declined: our binaries reach the SDK by RPATH and torch
-# by rocm_sdk's preload, and a library path would let the devel tree's second copies win.
+# have their equivalents in rocm-sdk-devel's activation (activate-devel.sh); its LD_LIBRARY_PATH (:53) is declined:
+# our binaries reach the SDK by RPATH and torch by rocm_sdk's preload, and a library path would let the devel tree's
+# second copies win.
 # - Applied: ROCPROFILER_QUEUE_INTERPOSITION=0 (:380-382: "torch 2.12 implicitly attaches rocprofiler-sdk; its queue
 #   interposition hangs at HSA teardown"). Our torch loads the same SDK's rocprofiler-sdk, so a process can hang at
 #   exit the same way; only rocprofiler-sdk reads it, and it costs nothing unless one profiles with queue
