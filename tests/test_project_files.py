@@ -58,14 +58,24 @@ def test_every_pixi_task_calls_a_command_that_exists():
             assert words[1] in ("check", "bench")
 
 
-def test_ci_runs_exactly_readmes_test_command():
+def _joined(text: str) -> str:
+    """Shell text with its continuation lines (a trailing backslash) joined, as the shell reads it."""
+    return re.sub(r"\\\n\s*", "", text)
+
+
+def test_ci_runs_exactly_readmes_two_commands():
+    """A newcomer's setup is CI's: the venv, the extras and PyTorch's CPU build (without it the check/bench tests
+    skip), then the test command, all as README writes them."""
     readme = (REPO / "README.md").read_text()
     blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", readme, re.S)
-    first_lines = [l for l in blocks[0].splitlines() if l.strip() and not l.startswith("#")]
+    first_lines = [l for l in _joined(blocks[0]).splitlines() if l.strip() and not l.startswith("#")]
     assert len(first_lines) == 2, "README opens with two commands: set up + main job, and the tests"
-    test_command = first_lines[1].split("#")[0].strip()
-    ci = (REPO / ".ci" / "run").read_text().strip().splitlines()
-    assert ci[-1].strip() == test_command
+    setup, test_command = (line.split(" #")[0].strip() for line in first_lines)
+    assert setup.startswith("python3 -m venv .venv && . .venv/bin/activate && "), "PEP 668: a venv first"
+    assert "pip install -e '.[test,docs]'" in setup and "--index-url https://download.pytorch.org/whl/cpu" in setup
+    ci = (REPO / ".ci" / "run").read_text().strip()
+    assert any(line.startswith(setup) for line in _joined(ci).splitlines()), ".ci/run must run README's setup line"
+    assert ci.splitlines()[-1].strip() == test_command
 
 
 def test_pyproject_and_pixi_agree_on_dependencies():
