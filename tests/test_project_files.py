@@ -43,6 +43,14 @@ def _subcommands() -> set[str]:
     return set(sub.choices)
 
 
+def test_every_orchestrate_command_is_a_pixi_task_of_its_name():
+    """pixi users run `pixi run lint`, `pixi run verify`: every command has its task (`list` is `status`)."""
+    tasks = pixi_tasks()
+    missing = sorted(name for name in _subcommands() - {"list"}
+                     if name not in tasks or _command_words(tasks[name])[:2] != ["orchestrate", name])
+    assert missing == [], f"commands without a pixi task of their name: {missing}"
+
+
 def test_every_pixi_task_calls_a_command_that_exists():
     scripts = set(PYPROJECT["project"]["scripts"])
     for name, task in pixi_tasks().items():

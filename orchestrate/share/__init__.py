@@ -100,6 +100,8 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
     written.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
     written.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
     parser.add_argument("--force", action="store_true", help="replace an --output file an earlier consumer-manifest wrote (never another file)")
+    parser.add_argument("--name", metavar="NAME", help="the teammate's workspace name (default: the name of the folder "
+                                                       "the manifest is written to, as `pixi init` names it)")
 
 
 def _run_consumer(args, reporter) -> int:
@@ -116,7 +118,9 @@ def _run_consumer(args, reporter) -> int:
     arch = args.arch
     if arch and workspace:
         arch = ArchitectureTable.load(workspace / "variants").get(arch)
-    text = render_manifest(args.channel, arch, config)
+    output = args.output / "pixi.toml" if args.output.is_dir() else args.output
+    name = args.name or output.resolve().parent.name or "rocm-stack"
+    text = render_manifest(args.channel, arch, config, name=name)
     if args.print_only:
         reporter.line(text.rstrip("\n"))
         return 0

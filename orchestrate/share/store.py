@@ -185,8 +185,11 @@ class FolderStore(Store):
         return sorted(found)
 
     def check(self) -> None:
-        if not self.path.parent.is_dir():
-            raise UserError(f"target folder {self.path.parent} does not exist: create it or fix the file:// URL")
+        if not self.path.parent.is_dir():  # the whole path, as written and in full: `bucket/rocm` is not `bucket`
+            written = "" if self.path.is_absolute() else f" ({Path.cwd() / self.path})"
+            bucket = "" if self.path.is_absolute() else f"; a bucket is written s3://{self.path.as_posix()}"
+            raise UserError(f"target folder {self.path}{written} cannot be made: its parent folder does not exist: "
+                            f"create it or fix the path{bucket}")
         try:
             (self.path / "noarch").mkdir(parents=True, exist_ok=True)
             probe = self.path / f".write-probe-{unique_suffix()}"
