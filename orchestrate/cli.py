@@ -13,7 +13,7 @@ from . import __version__, benchlog, bump, clean, doctor, fetch, lint, pins, pyp
 from .architectures import ArchitectureTable, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
-from .errors import BuildFailed, DiskFull, UserError, is_disk_full
+from .errors import FAILED_BUILDS_PAGE, BuildFailed, DiskFull, UserError, is_disk_full
 from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
                       compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
                       options_from_args, shared_channel, source_channel)
@@ -26,7 +26,7 @@ SHARE_COMMANDS = [*SHARING, PAGE]
 # the top-level --help's last lines, as written (a path is never broken at its hyphens)
 MANUAL = ("The manual: docs/index.md in this repository.\n"
           "  every command, orchestrate.toml key and variable: docs/reference.md\n"
-          "  a build that failed, and how to re-enter it: docs/failed-builds.md\n"
+          f"  a build that failed, and how to re-enter it: {FAILED_BUILDS_PAGE}\n"
           "`orchestrate COMMAND --help` for one command.")
 
 
