@@ -254,7 +254,8 @@ def support_table_markdown(table: ArchitectureTable) -> str:
 
 
 def choose_arch(explicit: str | None, table: ArchitectureTable, given_by: str = "") -> str:
-    """The architecture a build is for: --arch, else $ORCHESTRATE_ARCH, else this machine's GPU; one the table knows.
+    """The architecture a build is for: `explicit` (--arch, else orchestrate.toml's arch: options_from_args), else
+    $ORCHESTRATE_ARCH, else this machine's GPU; one the table knows.
     An unknown one is named where it is written (`given_by`: options.arch_given_by)."""
     name = explicit or os.environ.get(ARCH_ENV) or detect.detect_gpu_arch()
     if not name:
