@@ -144,3 +144,15 @@ def test_the_compiler_cache_outlives_the_work_folder_and_changes_no_input_hash(t
                               env={"PATH": f"{bin_dir}:/usr/bin:/bin", "COMPILER_LAUNCHER": "ccache", "CCACHE_DIR": given},
                               capture_output=True, text=True, timeout=30)
         assert done.stdout.split() == [seen, "ccache"], done.stderr
+
+
+def test_a_first_run_stopped_in_its_checks_leaves_no_channel_folder(tmp_path):
+    """Exit 2 changed nothing, says when-something-fails.md: a first build-all whose source channel cannot be
+    reached left channel/.orchestrate.lock behind, a channel folder where there was none."""
+    from stack import make_workspace
+
+    workspace = make_workspace(tmp_path)
+    result = orchestrate("build-all", "--arch", "gfx1151", "--source-channel", "http://127.0.0.1:9/nowhere",
+                         cwd=workspace)
+    assert result.code == 2 and "cannot be reached" in result.err, result.err
+    assert not (workspace / "channel").exists()

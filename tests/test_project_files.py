@@ -154,3 +154,15 @@ def test_an_installed_orchestrate_has_every_package_of_the_source():
     install (the channel page's package was, and every page write failed there)."""
     packages = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "orchestrate").rglob("__init__.py")}
     assert packages <= set(PYPROJECT["tool"]["setuptools"]["packages"])
+
+
+def test_what_pixi_run_check_is_said_to_show_is_what_its_environment_holds():
+    """`pixi run check` was said to show Flash Attention running, read as flash-attn, which its environment lacks."""
+    check = _command_words(pixi_tasks()["check"])
+    specs = {check[i + 1] for i, word in enumerate(check) if word == "-s"}
+    if "flash-attn" in specs:
+        return
+    for page in ("README.md", "docs/getting-started.md"):
+        text = " ".join((REPO / page).read_text().split())
+        said = re.findall(r"pixi run check`?[^.`]*?(\S+) Flash Attention", text)
+        assert said and set(said) == {"PyTorch's"}, (page, said)
