@@ -474,7 +474,7 @@ def test_the_documented_exit_codes_are_the_ones_given():
 
     assert (UserError.exit_code, BuildFailed.exit_code) == (2, 1)
     failing = (REPO / "docs" / "when-something-fails.md").read_text()
-    assert "**2** stopped before doing anything" in failing and "**1** the work ran and something in it failed" in failing
+    assert "**2** stopped before building anything" in failing and "**1** the work ran and something in it failed" in failing
     assert "The index unreachable: one line, nothing written, exit 2" in failing
     versions = " ".join((REPO / "docs" / "versions.md").read_text().split())
     assert "The index unreachable is one line, nothing written, exit 2." in versions  # it was listed under exit 1
