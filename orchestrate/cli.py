@@ -24,9 +24,9 @@ from .ui import Reporter, format_duration
 
 SHARE_COMMANDS = [*SHARING, PAGE]
 # the top-level --help's last lines, as written (a path is never broken at its hyphens)
-MANUAL = ("The manual: docs/index.md in this repository.\n"
-          "  every command, orchestrate.toml key and variable: docs/reference.md\n"
-          f"  a build that failed, and how to re-enter it: {FAILED_BUILDS_PAGE}\n"
+MANUAL = ("The manual: docs/index.md in this repository;\n"
+          "  every command, orchestrate.toml key and variable: docs/reference.md;\n"
+          f"  a build that failed, and how to re-enter it: {FAILED_BUILDS_PAGE}.\n"
           "`orchestrate COMMAND --help` for one command.")
 
 
