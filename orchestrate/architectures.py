@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,11 +179,21 @@ class ArchitectureTable:
         try:
             return self.architectures[name]
         except KeyError:
-            nearest = difflib.get_close_matches(name, self.names(), n=1, cutoff=0.6)
-            guess = f" (did you mean {nearest[0]}?)" if nearest else ""
             raise UserError(
-                f"unknown architecture '{name}'{guess}: choose one of {', '.join(self.names())}"
+                f"unknown architecture '{name}'{self._guess(name)}: choose one of {', '.join(self.names())}"
             ) from None
+
+    def _guess(self, name: str) -> str:
+        """" (did you mean …?)": the name in lower case (GFX1151), the family a prefix names (gfx11, gfx94), else
+        the nearest name."""
+        written = name.strip().lower()
+        if written in self.architectures:
+            return f" (did you mean {written}?)"
+        family = [n for n in self.names() if n.startswith(written)] if re.fullmatch(r"gfx\d+", written) else []
+        if family:
+            return f" ({written} is a family: did you mean {', '.join(family[:-1]) + ' or ' if family[:-1] else ''}{family[-1]}?)"
+        nearest = difflib.get_close_matches(written, self.names(), n=1, cutoff=0.6)
+        return f" (did you mean {nearest[0]}?)" if nearest else ""
 
     def names(self) -> list[str]:
         return list(self.architectures)
@@ -243,7 +254,8 @@ def support_table_markdown(table: ArchitectureTable) -> str:
 
 
 def choose_arch(explicit: str | None, table: ArchitectureTable, given_by: str = "") -> str:
-    """The architecture a build is for: --arch, else $ORCHESTRATE_ARCH, else this machine's GPU; one the table knows.
+    """The architecture a build is for: `explicit` (--arch, else orchestrate.toml's arch: options_from_args), else
+    $ORCHESTRATE_ARCH, else this machine's GPU; one the table knows.
     An unknown one is named where it is written (`given_by`: options.arch_given_by)."""
     name = explicit or os.environ.get(ARCH_ENV) or detect.detect_gpu_arch()
     if not name:

@@ -8,6 +8,7 @@ only ever replaced after the old file has been moved to .superseded/, so nothing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -106,6 +107,7 @@ class Channel:
 
     def check_writable(self) -> None:
         folder = self.path
+        self._made_folder = getattr(self, "_made_folder", False) or not folder.exists()
         try:
             folder.mkdir(parents=True, exist_ok=True)
             probe = tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-", delete=True)
@@ -128,6 +130,8 @@ class Channel:
                 raise
 
     def _lock(self, command: str) -> None:
+        # unlock removes a folder this run made (here or in check_writable) and left empty
+        self._made_folder = getattr(self, "_made_folder", False) or not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
         try:
             holder = f"pid {os.getpid()} ({command}, since {time.strftime('%H:%M:%S')})"
@@ -139,6 +143,12 @@ class Channel:
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
+            if getattr(self, "_made_folder", False) and [p.name for p in self.path.iterdir()] == [LOCK]:
+                # a run that stopped before it built anything (exit 2) leaves no channel where there was none: the
+                # lock goes while still held (take_lock retries a lock file that was removed under it), then the folder
+                (self.path / LOCK).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    self.path.rmdir()
             release_lock(self._lock_fd)
             self._lock_fd = None
 
@@ -420,7 +430,12 @@ def take_lock(path: Path, holder: str, wait_s: float = 0.0, dir_fd: int | None =
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
+            if _same_file(fd, path, dir_fd):
+                break
+            # the holder removed the lock file before releasing it (Channel.unlock): lock the one there now
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            return take_lock(path, holder, max(0.0, deadline - time.monotonic()), dir_fd)
         except BlockingIOError:
             if time.monotonic() >= deadline:
                 recorded = "".join(c if c.isprintable() else "?" for c in os.pread(fd, 4096, 0).decode(
@@ -435,6 +450,15 @@ def take_lock(path: Path, holder: str, wait_s: float = 0.0, dir_fd: int | None =
         release_lock(fd)
         raise
     return fd
+
+
+def _same_file(fd: int, path: Path, dir_fd: int | None) -> bool:
+    try:
+        there = os.stat(path if dir_fd is None else path.name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
 
 
 def release_lock(fd: int) -> None:

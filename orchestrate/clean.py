@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import time
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from .sources import folder_bytes
 from .ui import format_bytes
 
 IN_USE = ".in-use"
+LOG_NAME = re.compile(r"(.+)-\d{8}-\d{6}\.log")  # builder.build_output's <name>-<build string>-<time>.log
 DAY_S = 86400
 
 
@@ -45,11 +47,15 @@ def work_area(options: Options, exclusive: bool = False):
 class Cleaned:
     work_folders: list[Path] = field(default_factory=list)
     superseded: list[Path] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
     freed_bytes: int = 0
 
     def lines(self) -> list[str]:
         lines = [f"removed work folder {p}" for p in self.work_folders]
         lines += [f"removed superseded {p}" for p in self.superseded]
+        if self.logs:
+            lines.append(f"removed {len(self.logs)} older build log(s) from {self.logs[0].parent} (each package's "
+                         "newest kept, and every benchmark result)")
         lines.append(f"freed {format_bytes(self.freed_bytes)}" if lines else "nothing to clean")
         return lines
 
@@ -62,6 +68,10 @@ def clean(options: Options, channel: Channel, superseded_days: float | None) -> 
                 cleaned.freed_bytes += folder_bytes(folder)
                 shutil.rmtree(folder)
                 cleaned.work_folders.append(folder)
+        for log in older_logs(options.logs_dir):
+            cleaned.freed_bytes += log.stat().st_size
+            log.unlink()
+            cleaned.logs.append(log)
     if superseded_days is not None:
         cutoff = time.time() - superseded_days * DAY_S
         root = channel.path / SUPERSEDED
@@ -71,6 +81,18 @@ def clean(options: Options, channel: Channel, superseded_days: float | None) -> 
                 shutil.rmtree(stamp)
                 cleaned.superseded.append(stamp)
     return cleaned
+
+
+def older_logs(logs_dir: Path) -> list[Path]:
+    """Every build log but the newest of each package build (builder names them <name>-<build string>-<time>.log):
+    one per build attempt, so without this the folder only grows. The newest stays (a failure's, to be read);
+    benchmark results beside the logs (<log>.bench.json, what `status` shows) stay too."""
+    builds: dict[str, list[Path]] = {}
+    for log in logs_dir.glob("*.log") if logs_dir.is_dir() else []:
+        match = LOG_NAME.fullmatch(log.name)
+        if match and log.is_file() and not log.is_symlink():
+            builds.setdefault(match[1], []).append(log)
+    return sorted(old for logs in builds.values() for old in sorted(logs, key=lambda p: p.name)[:-1])
 
 
 def _set_aside_at(stamp: Path) -> float:

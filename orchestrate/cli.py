@@ -9,11 +9,11 @@ import signal
 import sys
 from pathlib import Path
 
-from . import benchlog, bump, clean, doctor, fetch, lint, pins, pypi, resolve, runner, stops
+from . import __version__, benchlog, bump, clean, doctor, fetch, lint, pins, pypi, resolve, runner, stops
 from .architectures import ArchitectureTable, choose_arch, stale_variant_files, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
-from .errors import BuildFailed, DiskFull, UserError, is_disk_full
+from .errors import FAILED_BUILDS_PAGE, BuildFailed, DiskFull, UserError, is_disk_full
 from .arch_list import arch_list, per_arch
 from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
                       compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
@@ -24,6 +24,11 @@ from .sources import SourceCache
 from .ui import Reporter, format_duration
 
 SHARE_COMMANDS = [*SHARING, PAGE]
+# the top-level --help's last lines, as written (a path is never broken at its hyphens)
+MANUAL = ("The manual: docs/index.md in this repository;\n"
+          "  every command, orchestrate.toml key and variable: docs/reference.md;\n"
+          f"  a build that failed, and how to re-enter it: {FAILED_BUILDS_PAGE}.\n"
+          "`orchestrate COMMAND --help` for one command.")
 
 
 class Parser(argparse.ArgumentParser):
@@ -80,7 +85,9 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="orchestrate", description=__doc__.strip() if __doc__ else None)
+    parser = Parser(prog="orchestrate", description=__doc__.strip() if __doc__ else None, epilog=MANUAL,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"orchestrate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="the build order and what each package needs")
     _common(plan)
@@ -107,7 +114,8 @@ def make_parser() -> argparse.ArgumentParser:
                             "a mirror), as build-all does before building")
     fetch.add_argument("packages", nargs="*", metavar="PKG",
                        help="only these packages' sources and what they need (default: rocm-stack's)")
-    clean = sub.add_parser("clean", help="remove failed builds' work folders (and old superseded packages)")
+    clean = sub.add_parser("clean", help="remove failed builds' work folders and older build logs (and old "
+                                         "superseded packages)")
     _local(clean)
     clean.add_argument("--superseded", type=days, metavar="DAYS",
                        help="also remove superseded packages set aside more than DAYS days ago")
@@ -357,7 +365,7 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     results = []
     with clean.work_area(options):
         for run in fetch.unique_runs(plans):
-            with reporter.building(run.output.recipe_name, verb="fetching the sources of"):
+            with reporter.building(run.output.source_name, verb="fetching the sources of"):
                 results += fetch.fetch_sources(run, options)
     fetch.report(results, reporter)
     failed = [r for r in results if r.state == fetch.FAILED]

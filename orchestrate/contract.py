@@ -32,6 +32,8 @@ NOT_THE_BUILD = (".ci", ".github", "docker", "dockerfile", "docs", "test", "test
 NOT_FOR_UPSTREAM = {
     (ENV, "GPU_ARCH"): "our scripts' input; rocm-env.sh turns it into the names upstreams read",
     (ENV, "COMPILER_LAUNCHER"): "our knob; build-knobs.sh turns it into CMake's *_COMPILER_LAUNCHER",
+    (ENV, "CCACHE_DIR"): "read by ccache itself (--compiler-launcher): its cache outlives the work folder",
+    (ENV, "SCCACHE_DIR"): "read by sccache itself (--compiler-launcher): its cache outlives the work folder",
     (ENV, "ROCM_STACK_PATCHES"): "read by record-patches.sh",
     (ENV, "WITH_AOTRITON"): "read by pytorch-rocm/build.sh",
     (ENV, "FLASH_ATTN_BACKEND"): "read by flash-attn/build.sh",

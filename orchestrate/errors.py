@@ -7,6 +7,10 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
+# The manual's page on a failed build: its kept work folder, re-entering the build there, rebuilding one package,
+# a compiler cache for the retry. The failure lines and --help name it.
+FAILED_BUILDS_PAGE = "docs/failed-builds.md"
+
 
 class UserError(Exception):
     """A problem with the user's input or environment; the message names the fix."""

@@ -15,8 +15,8 @@ SHARED_SCRIPTS = "_shared"  # recipes/_shared: build scripts recipes share
 # Bump when what goes into the input hash changes, so old channels are rebuilt rather than trusted.
 HASH_SCHEME = "orchestrate-inputs-v1"
 # Build knobs reach scripts through build.script.env; they change how fast a build runs, not what it
-# produces, so they stay out of the input hash.
-BUILD_KNOBS = ("MAX_JOBS", "COMPILER_LAUNCHER")
+# produces, so they stay out of the input hash (a compiler cache's folder differs per machine, too).
+BUILD_KNOBS = ("MAX_JOBS", "COMPILER_LAUNCHER", "CCACHE_DIR", "SCCACHE_DIR")
 COMPILER_CACHES = ("ccache", "sccache")
 IGNORED_NAMES = {"__pycache__", ".git", "output", ".DS_Store"}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import email.parser
+import fnmatch
 import hashlib
 import importlib.util
 import io
@@ -20,11 +21,11 @@ from pathlib import Path
 import yaml
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import glibc, web
+from . import glibc, recipes, web
 from .architectures import SHARED_VARIANTS_FILE
 from .errors import UserError
 from .input_hash import SHARED_SCRIPTS
@@ -177,6 +178,7 @@ def run(args, reporter) -> int:
     shared = read_mapping(variants_dir / SHARED_VARIANTS_FILE)
     python = str((shared.get("python") or ["3.12"])[0] if isinstance(shared.get("python"), list) else shared.get("python") or "3.12")
     table = load_table(variants_dir)
+    refuse_what_recipes_build(workspace, name, args.conda_name or table.conda_name(name))
     json_url = f"{pypi_url}/{name}/json"
     try:
         data = web.get_json(json_url, args.timeout)
@@ -241,9 +243,77 @@ def run(args, reporter) -> int:
     if not entry["license"]:
         reporter.line(f"{name} {label}'s metadata names no SPDX license: set `license:` of {conda} in {table.path} "
                       "to its SPDX expression, read from the license file in its dist-info")
+    for where, spec in (pin for pin in pins_on(workspace, table, conda, exclude=conda) if unsatisfied(pin[1], label)):
+        reporter.line(f"warning: {where} requires {conda} {spec}, which {label} does not satisfy: the plan will not "
+                      f"solve until the two agree (pin the version it names: orchestrate pypi add {name}=={_pinned(spec)})")
     if version_key and str(shared.get(version_key, [None])[0] if isinstance(shared.get(version_key), list) else shared.get(version_key)) != label:
         reporter.line(f"variants/shared.yaml {version_key} is not {label}: set it to [\"{label}\"] (dependents read it)")
     return 0
+
+
+def recipe_outputs(workspace: Path) -> dict[str, Path]:
+    """Package name (or fnmatch pattern, for a name templated on the variant) -> the recipe that builds it, read
+    from every recipe of the workspace but the PyPI table's own."""
+    built: dict[str, Path] = {}
+    for path in recipes.discover(workspace / "recipes"):
+        if path.parent.name == RECIPE_FOLDER:
+            continue
+        data = recipes.load_recipe_yaml(path)
+        context = {k: str(v) for k, v in (data.get("context") or {}).items() if not isinstance(v, (dict, list))}
+        packages = [data.get("package")] + [o.get("package") for o in data.get("outputs") or [] if isinstance(o, dict)]
+        for package in packages:
+            if isinstance(package, dict) and package.get("name"):
+                name = re.sub(r"\$\{\{\s*(\w+)\s*\}\}", lambda m: context.get(m[1], "*"), str(package["name"]))
+                built.setdefault(name.lower(), path)
+    return built
+
+
+def refuse_what_recipes_build(workspace: Path, pypi_name: str, conda: str) -> None:
+    """A PyPI wheel of a package a recipe builds would be a second `vllm` in every plan, and PyPI's is the CUDA
+    build: refused before anything is downloaded."""
+    for built, recipe in recipe_outputs(workspace).items():
+        if any(fnmatch.fnmatchcase(n, built) for n in {conda.lower(), canonicalize_name(pypi_name)}):
+            raise UserError(f"{pypi_name} is built by this project ({recipe.relative_to(workspace)} makes {conda}): "
+                            f"a PyPI wheel of it would be a second {conda} in the plan: leave it out; to move its version, "
+                            "move the pin that recipe reads (`orchestrate pins --bump` finds upstream's newest)")
+
+
+def pins_on(workspace: Path, table: Table, conda: str, exclude: str = "") -> list[tuple[str, str]]:
+    """(where, spec) for every version requirement on `conda` that the recipes write and the other PyPI entries'
+    depends carry (from their wheels' METADATA), e.g. vLLM's `conch-triton-kernels ==1.2.1`."""
+    wanted = re.compile(rf"{re.escape(conda)}\s+([<>=!~].*|\d[^\s]*)", re.I)
+    found = []
+    for path in recipes.discover(workspace / "recipes"):
+        if path.parent.name != RECIPE_FOLDER:
+            found += [(str(path.relative_to(workspace)), m[1].strip()) for text in _strings(recipes.load_recipe_yaml(path))
+                      if (m := wanted.fullmatch(text.strip())) and "${{" not in text]
+    for entry in table.entries.values():
+        if entry.name != exclude:
+            found += [(f"{table.path.name} {entry.name} (its wheel's METADATA)", m[1].strip()) for spec in entry.depends
+                      if (m := wanted.fullmatch(spec.strip()))]
+    return list(dict.fromkeys(found))
+
+
+def _strings(node) -> list[str]:
+    if isinstance(node, dict):
+        return [s for value in node.values() for s in _strings(value)]
+    if isinstance(node, list):
+        return [s for item in node for s in _strings(item)]
+    return [node] if isinstance(node, str) else []
+
+
+def unsatisfied(spec: str, version: str) -> bool:
+    """Whether `version` misses a conda version spec (`==1.2.1`, `>=1,<2`, `1.2.*`); a spec PEP 440 cannot read is
+    not judged."""
+    text = ",".join(part if part[0] in "<>=!~" else f"=={part}" for part in spec.replace(" ", "").split(",") if part)
+    try:
+        return not SpecifierSet(text).contains(version, prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
+
+
+def _pinned(spec: str) -> str:
+    return re.sub(r"^[=\s]+", "", spec.split(",")[0])
 
 
 def license_members(workspace: Path, wheel: bytes) -> list[str]:

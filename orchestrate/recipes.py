@@ -7,6 +7,7 @@ decides whether it must be built.
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import re
 import tempfile
@@ -72,6 +73,12 @@ class Output:
     @property
     def label(self) -> str:
         return f"{self.name}-{self.version}-{self.build_string}"
+
+    @property
+    def source_name(self) -> str:
+        """Whose sources these are, as a user names them: the recipe's folder, or the package for a PyPI repack
+        (every one of which is rendered from recipes/pypi)."""
+        return self.name if self.recipe_name == pypi_table.RECIPE_FOLDER else self.recipe_name
 
 
 def slot_key(name: str, variant: dict[str, str]) -> str:
@@ -145,7 +152,10 @@ def _declared_config(options: Options, table: ArchitectureTable, arch: Architect
                 offered = [a.name for a in table.architectures.values() if key in a.opt_ins]
                 raise UserError(f"--variant {key} is not offered for {arch.name}: it applies to {', '.join(offered)} only")
             if key not in known:
-                raise UserError(f"unknown variant key '{key}' for {arch.name}: known keys are {', '.join(sorted(known))}")
+                near = difflib.get_close_matches(key.replace("-", "_").lower(), sorted(known), n=1)
+                raise UserError(f"unknown variant key '{key}' for {arch.name}: " + (
+                    f"did you mean {near[0]}? (--variant {near[0]}={options.variant_overrides[key]})" if near
+                    else f"known keys are {', '.join(sorted(known))}"))
         backend = options.variant_overrides.get(FLASH_ATTN_BACKEND_KEY)
         if backend is not None and backend not in arch.flash_attn_backends:
             cap = arch.capabilities.get(FLASH_ATTN_BACKENDS.get(backend, ""))

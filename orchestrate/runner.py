@@ -9,11 +9,11 @@ from typing import Protocol
 
 from rattler_build import VariantConfig
 
-from . import crashpoints, graph
+from . import crashpoints, graph, stops
 from .architectures import FLASH_ATTN_BACKEND_KEY, Architecture, ArchitectureTable, choose_arch
 from .builder import build_output, discard_work, forget_cached_package
 from .channel import DAMAGED, MISSING, NOT_RECORDED, Channel, ManifestEntry, Recovery, sha256_of
-from .errors import BuildFailed, UserError
+from .errors import FAILED_BUILDS_PAGE, BuildFailed, UserError
 from .estimates import (DiskNeed, Estimate, check_disk, disk_needs, estimate_for, recorded_builds, source_cache_need,
                         this_host)
 from .options import Options
@@ -69,6 +69,10 @@ def set_build_knobs(options: Options) -> None:
     """Knobs reach recipes through `${{ env.get(...) }}` in build.script.env, read at render time."""
     os.environ["MAX_JOBS"] = str(options.jobs())
     os.environ["COMPILER_LAUNCHER"] = options.compiler_launcher
+    # A build's HOME is its work folder, where ccache and sccache would put their cache by default: gone with the
+    # folder, so a retry after a failure compiled from zero. Their own default outside a build, or the user's.
+    os.environ["CCACHE_DIR"] = os.environ.get("CCACHE_DIR") or str(Path.home() / ".cache" / "ccache")
+    os.environ["SCCACHE_DIR"] = os.environ.get("SCCACHE_DIR") or str(Path.home() / ".cache" / "sccache")
 
 
 def make_plan(options: Options, packages: list[str] | None = None, also: list[str] | None = None,
@@ -356,19 +360,23 @@ def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[Build
             outcome = build_output(output, plan.config, options, channel, plan.arch.name, on_step)
         step.seconds, step.log_path = outcome.seconds, outcome.log_path
         if outcome.ok:
-            crashpoints.reach("built")
-            for package in outcome.packages:
-                entry = _entry(output, package, plan.arch.name, "built", outcome.seconds, outcome.disk_peak_bytes)
-                channel.add(package, entry)
-                _keep_bench(channel, outcome.bench, entry, plan.arch.name, reporter)
-            discard_work(outcome.work)
+            # a stop from here until the work folder goes (between packages) names the folder it leaves
+            with stops.naming(f"the work folder of {output.label} is kept: {outcome.work} (`orchestrate clean` "
+                              "removes it)"):
+                crashpoints.reach("built")
+                for package in outcome.packages:
+                    entry = _entry(output, package, plan.arch.name, "built", outcome.seconds, outcome.disk_peak_bytes)
+                    channel.add(package, entry)
+                    _keep_bench(channel, outcome.bench, entry, plan.arch.name, reporter)
+                discard_work(outcome.work)
             step.state = BUILT
             reporter.info(f"built {output.label} in {outcome.seconds:.1f}s")
         else:
             step.state, step.reasons = FAILED, [outcome.error]
             failed.add(output.name)
             reporter.error(f"FAILED {output.label}: {outcome.error}; full log: {outcome.log_path} "
-                           f"(work folder kept for a look: {outcome.work}; `orchestrate clean` removes it)")
+                           f"(work folder kept for a look: {outcome.work}; to re-enter the build there or rebuild "
+                           f"it: {FAILED_BUILDS_PAGE}; `orchestrate clean` removes it)")
             for line in outcome.log_tail:
                 reporter.error(f"  | {line}")
             stopped = not options.keep_going

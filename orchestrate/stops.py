@@ -144,6 +144,17 @@ def describe(done: Callable[[], str], resume: str = "run the same command again 
 
 
 @contextmanager
+def naming(in_flight: str):
+    """Our own code (a stop raises at once) during which the stop line must name something a stop leaves behind,
+    such as a build's work folder between its build and its removal; kept in the line if a stop ends it."""
+    outer_flight, _state.in_flight = _state.in_flight, in_flight
+    _publish()
+    yield
+    _state.in_flight = outer_flight
+    _publish()
+
+
+@contextmanager
 def zone(kind: str, in_flight: str = ""):
     """Code where a stop must not raise at once: FOREIGN (inside py-rattler-build) or CRITICAL. Raises
     Stopped when it ends, if a stop arrived meanwhile."""

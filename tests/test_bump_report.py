@@ -92,8 +92,8 @@ def test_the_checked_against_upstream_list_is_dated_and_ordered_by_decision():
                         "(vllm-0.34.0-cp38-abi3-manylinux_2_31_x86_64.whl METADATA)")
     assert [i.split(":")[0].split(" ")[1] for i in items] == ["vllm", "pytorch", "flash-attn", "aiter", "rocm-sdk",
                                                              "torchaudio"]
-    assert items[-1] == ("- torchaudio: [2.11.0](https://pypi.org/project/torchaudio/2.11.0/) is current "
-                         "(PyPI torchaudio 2.11.0)")
+    assert items[-1] == ("- torchaudio: [2.11.0](https://pypi.org/project/torchaudio/2.11.0/) was current on "
+                         "2026-11-30 (PyPI torchaudio 2.11.0)")  # dated: the line may be quoted alone
     assert "2 moving, 2 held, 1 unknown, 1 current" in text
 
 

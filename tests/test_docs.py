@@ -165,7 +165,7 @@ def test_readme_is_a_front_page_that_opens_with_the_two_commands():
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines: move text into docs/ (at most {README_MAX_LINES})"
     body = [line for line in lines[1:] if line.strip()]
     assert lines[0].startswith("# ") and body[0].startswith("```"), "README opens with its title, then the commands"
-    block = body[1:body.index("```", 1)]
+    block = re.sub(r"\\\n\s*", "", "\n".join(body[1:body.index("```", 1)])).splitlines()  # continuation lines joined
     commands = [line.split("#")[0].strip() for line in block if line.strip() and not line.startswith("#")]
     assert len(commands) == 2, block
     assert "pip install" in commands[0] and "orchestrate" in commands[0], "the first command sets up and runs the job"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 import pytest
 
@@ -133,6 +134,10 @@ def test_the_architecture_comes_from_the_flag_then_the_file_then_orchestrate_arc
     (workspace / "orchestrate.toml").write_text('arch = "gfx908"\n')
     assert _options(workspace).arch == "gfx908"
     assert _options(workspace, "--arch", "gfx1151").arch == "gfx1151"
+    # and the manual says it in that order (it once put $ORCHESTRATE_ARCH before the file)
+    manual = (Path(__file__).resolve().parent.parent / "docs" / "orchestrator.md").read_text()
+    bullet = next(line for line in manual.splitlines() if line.startswith("- **Architecture:**"))
+    assert bullet.index("`--arch`") < bullet.index("`orchestrate.toml`") < bullet.index("`$ORCHESTRATE_ARCH`"), bullet
 
 
 def documented_settings() -> list[tuple[str, str]]:

@@ -11,11 +11,14 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from orchestrate import diagnose
 from orchestrate.channel import Channel
+from orchestrate.errors import FAILED_BUILDS_PAGE
+from stack import REPO
 from test_orchestrate_crash import assert_consistent
 from test_orchestrate_stops import script_runs
 
@@ -47,6 +50,18 @@ def test_a_compiler_error_is_the_reason(orchestrate, workspace):
     assert result.code == 1
     assert ("the build script failed (exit status 1): src/gemm.cpp:12:7: error: 'half8' was not declared"
             in summary_row(result.out, "rocm-sdk"))
+    # the way back in (docs/failed-builds.md, named by the line): the kept work folder holds the script as it ran
+    # and its environment, where the page says
+    failed = next(line for line in result.err.splitlines() if line.startswith("FAILED rocm-sdk"))
+    assert FAILED_BUILDS_PAGE in failed and (REPO / FAILED_BUILDS_PAGE).is_file()
+    work = Path(failed.split("work folder kept for a look: ")[1].split(";")[0])
+    [script_dir] = work.glob("bld/rattler-build_rocm-sdk_*/work")
+    assert (script_dir / "conda_build.sh").is_file() and "source build_env.sh" in (REPO / FAILED_BUILDS_PAGE).read_text()
+    environment = (script_dir / "build_env.sh").read_text()
+    for variable in ("PREFIX", "BUILD_PREFIX", "SRC_DIR", "RECIPE_DIR", "MAX_JOBS"):
+        assert f"export {variable}=" in environment, variable
+    rerun = subprocess.run(["bash", "./conda_build.sh"], cwd=script_dir, capture_output=True, text=True, timeout=60)
+    assert rerun.returncode == 1 and "'half8' was not declared" in rerun.stderr  # the failure again, in its environment
 
 
 def test_without_an_error_line_the_last_lines_are_the_reason(orchestrate, workspace):

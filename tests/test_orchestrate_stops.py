@@ -110,7 +110,10 @@ SIGTERM_POINTS = ["build.log:20", "add.staged:2", "add.recorded:3"]
 def test_ctrl_c_at_a_moment_stops_with_one_line(orchestrate, workspace, point):
     process = start(workspace, {CRASH_ENV: f"{point}:SIGINT"})
     _, err = process.communicate(timeout=60)
-    assert_stopped_cleanly(process, workspace, signal.SIGINT, err)
+    said = assert_stopped_cleanly(process, workspace, signal.SIGINT, err)
+    if point.startswith(("built", "add.")):  # between a build and its package in the channel: the folder it leaves
+        kept = said.split("work folder of ")[1].split(" is kept: ")[1].split(" (")[0]
+        assert Path(kept).parent == workspace / ".orchestrate" / "work" and Path(kept).is_dir(), said
     if point in ("build.log:3", "add.staged:1"):
         assert_rerun_finishes(orchestrate, workspace)
 

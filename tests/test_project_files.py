@@ -42,6 +42,14 @@ def _subcommands() -> set[str]:
     return set(sub.choices)
 
 
+def test_every_orchestrate_command_is_a_pixi_task_of_its_name():
+    """pixi users run `pixi run lint`, `pixi run verify`: every command has its task (`list` is `status`)."""
+    tasks = pixi_tasks()
+    missing = sorted(name for name in _subcommands() - {"list"}
+                     if name not in tasks or _command_words(tasks[name])[:2] != ["orchestrate", name])
+    assert missing == [], f"commands without a pixi task of their name: {missing}"
+
+
 def test_every_pixi_task_calls_a_command_that_exists():
     scripts = set(PYPROJECT["project"]["scripts"])
     for name, task in pixi_tasks().items():
@@ -57,14 +65,24 @@ def test_every_pixi_task_calls_a_command_that_exists():
             assert words[1] in ("check", "bench")
 
 
-def test_ci_runs_exactly_readmes_test_command():
+def _joined(text: str) -> str:
+    """Shell text with its continuation lines (a trailing backslash) joined, as the shell reads it."""
+    return re.sub(r"\\\n\s*", "", text)
+
+
+def test_ci_runs_exactly_readmes_two_commands():
+    """A newcomer's setup is CI's: the venv, the extras and PyTorch's CPU build (without it the check/bench tests
+    skip), then the test command, all as README writes them."""
     readme = (REPO / "README.md").read_text()
     blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", readme, re.S)
-    first_lines = [l for l in blocks[0].splitlines() if l.strip() and not l.startswith("#")]
+    first_lines = [l for l in _joined(blocks[0]).splitlines() if l.strip() and not l.startswith("#")]
     assert len(first_lines) == 2, "README opens with two commands: set up + main job, and the tests"
-    test_command = first_lines[1].split("#")[0].strip()
-    ci = (REPO / ".ci" / "run").read_text().strip().splitlines()
-    assert ci[-1].strip() == test_command
+    setup, test_command = (line.split(" #")[0].strip() for line in first_lines)
+    assert setup.startswith("python3 -m venv .venv && . .venv/bin/activate && "), "PEP 668: a venv first"
+    assert "pip install -e '.[test,docs]'" in setup and "--index-url https://download.pytorch.org/whl/cpu" in setup
+    ci = (REPO / ".ci" / "run").read_text().strip()
+    assert any(line.startswith(setup) for line in _joined(ci).splitlines()), ".ci/run must run README's setup line"
+    assert ci.splitlines()[-1].strip() == test_command
 
 
 def test_pyproject_and_pixi_agree_on_dependencies():
@@ -136,3 +154,15 @@ def test_an_installed_orchestrate_has_every_package_of_the_source():
     install (the channel page's package was, and every page write failed there)."""
     packages = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "orchestrate").rglob("__init__.py")}
     assert packages <= set(PYPROJECT["tool"]["setuptools"]["packages"])
+
+
+def test_what_pixi_run_check_is_said_to_show_is_what_its_environment_holds():
+    """`pixi run check` was said to show Flash Attention running, read as flash-attn, which its environment lacks."""
+    check = _command_words(pixi_tasks()["check"])
+    specs = {check[i + 1] for i, word in enumerate(check) if word == "-s"}
+    if "flash-attn" in specs:
+        return
+    for page in ("README.md", "docs/getting-started.md"):
+        text = " ".join((REPO / page).read_text().split())
+        said = re.findall(r"pixi run check`?[^.`]*?(\S+) Flash Attention", text)
+        assert said and set(said) == {"PyTorch's"}, (page, said)

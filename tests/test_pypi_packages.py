@@ -334,3 +334,38 @@ def test_a_refresh_keeps_the_entrys_license_file():
     entry = entry_for("bare-pkg", "1.1", "bare_pkg-1.1-py3-none-any.whl", "https://files.pythonhosted.org/y",
                       hashlib.sha256(wheel).hexdigest(), wheel, True, previous, "3.12", Table(Path("pypi.yaml"), {}, {}), "")
     assert entry["license_file"] == "licenses/bare-pkg/MIT.txt"
+
+
+def test_add_refuses_a_package_the_recipes_build_before_downloading_anything(capsys):
+    """`pypi add vllm==0.33.0` wrote PyPI's CUDA wheel beside our vllm: two `vllm` rows in the plan. The names come
+    from the recipes themselves (vllm's, the prebuilt torch's, flash-attn's), and nothing is fetched (a dead URL)."""
+    table = (REPO / "variants" / "pypi.yaml").read_text()
+    for requirement, recipe in [("vllm==0.33.0", "recipes/vllm/recipe.yaml"), ("torch==2.14.0", "recipes/pytorch-"),
+                                ("flash_attn==2.8.3", "recipes/flash-attn/recipe.yaml")]:
+        code, out = run(capsys, "pypi", "add", requirement, "--workspace", REPO, "--pypi-url", "http://127.0.0.1:9/pypi")
+        assert code == 2 and len(out.strip().splitlines()) == 1, out
+        assert "is built by this project" in out and recipe in out, out
+    assert (REPO / "variants" / "pypi.yaml").read_text() == table
+
+
+def test_add_warns_when_the_version_misses_a_pin_a_recipe_or_another_wheels_metadata_holds(index, pypi_workspace, capsys):
+    """conch-triton-kernels==1.3 was taken although vLLM's recipe requires ==1.2.1: the plan then cannot solve."""
+    url, _ = index
+    (pypi_workspace / "recipes" / "needs-demo").mkdir()
+    (pypi_workspace / "recipes" / "needs-demo" / "recipe.yaml").write_text(
+        "package: {name: needs-demo, version: '1'}\nrequirements:\n  run:\n    - demo-pkg ==1.1\n")
+    code, out = run(capsys, "pypi", "add", "demo-pkg==1.0", "--pypi-url", f"{url}/pypi")
+    assert code == 0, out
+    assert "warning: recipes/needs-demo/recipe.yaml requires demo-pkg ==1.1, which 1.0 does not satisfy" in out
+    assert "orchestrate pypi add demo-pkg==1.1" in out
+    code, out = run(capsys, "pypi", "add", "demo-pkg==1.1", "--pypi-url", f"{url}/pypi")
+    assert code == 0 and "warning" not in out, out
+
+
+def test_the_real_recipes_pin_conch_triton_kernels_where_pypi_add_looks():
+    from orchestrate.pypi import pins_on, unsatisfied
+    from orchestrate.pypi_table import load_table
+
+    pins = pins_on(REPO, load_table(REPO / "variants"), "conch-triton-kernels", exclude="conch-triton-kernels")
+    assert ("recipes/vllm/recipe.yaml", "==1.2.1") in pins
+    assert unsatisfied("==1.2.1", "1.3") and not unsatisfied("==1.2.1", "1.2.1") and not unsatisfied("1.2.*", "1.2.5")

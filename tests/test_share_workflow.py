@@ -76,3 +76,17 @@ def actionlint(workflow: Path) -> None:
 
 def test_passes_actionlint():
     actionlint(WORKFLOW)
+
+
+def test_each_build_job_frees_the_runners_disk_as_update_pins_does():
+    """GitHub's ubuntu-latest has about 14 GB free; a build job that does not make room is a likely first CI
+    failure. The same removal as update-pins.yml's, and only on GitHub-hosted images."""
+    pins = yaml.safe_load((WORKFLOW.parent / "update-pins.yml").read_text())
+    freeing = next(s["run"] for job in pins["jobs"].values() for s in job["steps"] if "rm -rf" in str(s.get("run")))
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    for name in ("arch-neutral", "build"):
+        steps = jobs[name]["steps"]
+        room = next(i for i, s in enumerate(steps) if s.get("run") == freeing)
+        assert "ubuntu-" in steps[room]["if"], name  # never on a self-hosted machine
+        first_build = next(i for i, s in enumerate(steps) if "orchestrate build-all" in str(s.get("run")))
+        assert room < first_build, name

@@ -68,6 +68,7 @@ def block(page: str, first_words: str) -> str:
 
 def commands(text: str) -> list[str]:
     """The command lines of a shell block, comments dropped."""
+    text = re.sub(r"\\\n\s*", "", text)  # continuation lines joined, as the shell reads them
     return [line.split("  #")[0].strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
@@ -99,7 +100,7 @@ def rows_of(text: str) -> list[str]:
 # Which test runs each code block of the two pages (by the block's first line). A block added to a page
 # without a test here fails test_every_code_block_is_run_by_a_test.
 COVERED = {
-    "pip install -e '.[test,docs]' && orchestrate plan --arch gfx1151": "test_readme_first_commands",
+    "python3 -m venv .venv && . .venv/bin/activate": "test_readme_first_commands",
     "pixi run doctor": "test_quickstart_one_machine_runs_as_written",
     "[workspace]": "test_the_install_manifests_put_our_channel_first_and_solve_to_our_builds",
     "orchestrate publish --to s3://bucket/rocm-stack": "test_quickstart_team_runs_as_written",
@@ -142,8 +143,8 @@ def quickstart(machine) -> dict[str, Result]:
 
 def test_readme_first_commands():
     """`pip install -e` and the suite itself are what CI runs (.ci/run); the plan is run here."""
-    first = commands(block("README.md", "pip install -e"))[0]
-    plan = orchestrate(*orchestrate_args(shlex.split(first.split(" && ")[1])), cwd=REPO)
+    first = commands(block("README.md", "python3 -m venv"))[0]
+    plan = orchestrate(*orchestrate_args(shlex.split(first.split(" && ")[-1])), cwd=REPO)
     assert plan.code == 0, plan.err
     assert plan.out.startswith("Plan for gfx1151 (AMD Ryzen AI Max 300 (Strix Halo, Radeon 8060S))")
     assert re.search(r"^\d+ package\(s\) to build, expected \d+h\d\dm", plan.out, re.M)
@@ -473,7 +474,7 @@ def test_the_documented_exit_codes_are_the_ones_given():
 
     assert (UserError.exit_code, BuildFailed.exit_code) == (2, 1)
     failing = (REPO / "docs" / "when-something-fails.md").read_text()
-    assert "**2** stopped before doing anything" in failing and "**1** the work ran and something in it failed" in failing
+    assert "**2** stopped before building anything" in failing and "**1** the work ran and something in it failed" in failing
     assert "The index unreachable: one line, nothing written, exit 2" in failing
     versions = " ".join((REPO / "docs" / "versions.md").read_text().split())
     assert "The index unreachable is one line, nothing written, exit 2." in versions  # it was listed under exit 1

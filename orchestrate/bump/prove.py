@@ -127,7 +127,7 @@ def prove_fetch(plans: list[runner.Plan], options, reporter: Reporter) -> Proof:
             for run in fetch.unique_runs(plans):
                 if runner.unpinned_sources([runner.Step(run.output, runner.BUILD)]):
                     continue  # never downloaded without a checksum: counted above
-                with reporter.building(run.output.recipe_name, verb="proving: fetching the sources of"):
+                with reporter.building(run.output.source_name, verb="proving: fetching the sources of"):
                     results += fetch.fetch_sources(run, options)
     except UserError as exc:
         return Proof(FETCH, FAILED, _one_line(str(exc)))

@@ -85,7 +85,7 @@ def checked_against_upstream(rows: list[dict], date: str) -> str:
              "its rows: change the pins or their `hold:` reasons, not this list).", ""]
     for decision in (MOVES, HELD, UNKNOWN, CURRENT):
         for row in _with(rows, decision):
-            lines.append(f"- {_docs_item(row)}")
+            lines.append(f"- {_docs_item(row, date)}")
     return "\n".join(lines)
 
 
@@ -141,7 +141,8 @@ def _cannot_write(option: str, path: Path):
                         "and run again") from None
 
 
-def _docs_item(row: dict) -> str:
+def _docs_item(row: dict, date: str) -> str:
+    """One pin's line; "current" carries the date it was read, so a line quoted alone does not claim today."""
     name, pinned, reason = row["name"], row["pinned"], row.get("reason") or ""
     decision = row.get("decision")
     if decision == MOVES:
@@ -150,7 +151,7 @@ def _docs_item(row: dict) -> str:
         return f"{name}: held at {pinned}{_group(row)}: {_held_reason(row)}{_newer(row)}"
     if decision == UNKNOWN:
         return f"{name} ({pinned}): unknown: {reason or 'no reason given'}"
-    return f"{name}: {_linked(pinned, row)} is current{_paren(reason)}"
+    return f"{name}: {_linked(pinned, row)} was current on {date}{_paren(reason)}"
 
 
 def _with(rows: list[dict], decision: str) -> list[dict]:

@@ -103,6 +103,8 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
     written.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
     written.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
     parser.add_argument("--force", action="store_true", help="replace an --output file an earlier consumer-manifest wrote (never another file)")
+    parser.add_argument("--name", metavar="NAME", help="the teammate's workspace name (default: the name of the folder "
+                                                       "the manifest is written to, as `pixi init` names it)")
 
 
 def _run_consumer(args, reporter) -> int:
@@ -122,7 +124,10 @@ def _run_consumer(args, reporter) -> int:
         table.get(name)  # a typo is one line naming the table's architectures
     served, served_from = (names, "asked for") if names else served_by(args.channel, config, table)
     arch = names[0] if len(names) == 1 else None
-    text = render_manifest(args.channel, table.get(arch) if arch and table else arch, config, served, served_from)
+    output = args.output / "pixi.toml" if args.output.is_dir() else args.output
+    name = args.name or output.resolve().parent.name or "rocm-stack"
+    text = render_manifest(args.channel, table.get(arch) if arch and table else arch, config, served, served_from,
+                           name=name)
     if args.print_only:
         reporter.line(text.rstrip("\n"))
         return 0

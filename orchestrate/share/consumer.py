@@ -1,6 +1,7 @@
 """`orchestrate consumer-manifest`: a pixi.toml for teammates who install, not build."""
 from __future__ import annotations
 
+import json
 import urllib.parse
 from pathlib import Path
 
@@ -39,9 +40,10 @@ def channel_for_pixi(url: str) -> str:
 
 
 def render_manifest(channel_url: str, arch: Architecture | str | None, config: dict,
-                    served: list[str] | None = None, served_from: str = "") -> str:
+                    served: list[str] | None = None, served_from: str = "", name: str = "rocm-stack") -> str:
     """`arch`: the one architecture the GPU-specific packages are pinned to (--arch A), or None; `served`: the
-    architectures the channel serves (one rich platform each), and where that list comes from."""
+    architectures the channel serves (one rich platform each), and where that list comes from; `name`: the
+    teammate's workspace name."""
     channel = channel_for_pixi(channel_url)
     arch_name = arch.name if isinstance(arch, Architecture) else arch
     served = served if served is not None else [arch_name] if arch_name else []
@@ -66,16 +68,15 @@ def render_manifest(channel_url: str, arch: Architecture | str | None, config: d
     lines += [
         "",
         "[workspace]",
-        'name = "rocm-stack"',
+        f"name = {json.dumps(name)}",
         f'channels = ["{channel}", "conda-forge"]',
     ]
     lines += platform_lines(served, served_from)
     target = parse_target(channel_url, config) if channel.startswith("s3://") else None
+    lines[2:2] = credentials_lines(channel, target)
     if isinstance(target, S3Store) and target.options.endpoint_url:
         lines += [
             "",
-            "# S3-compatible storage: credentials come from `pixi auth login --s3-access-key-id ... "
-            f"s3://{target.bucket}`",
             f"[workspace.s3-options.{target.bucket}]",
             f'endpoint-url = "{target.options.endpoint_url}"',
             f'region = "{target.options.region}"',
@@ -100,6 +101,22 @@ def platform_lines(served: list[str], served_from: str) -> list[str]:
             "# (no GPU needed: the platform declares it), `pixi install` on a machine installs its GPU's.",
             "platforms = [", *map(platform_line, served), "]",
             f'requires-pixi = "{REQUIRES_PIXI}"']
+def credentials_lines(channel: str, target) -> list[str]:
+    """The step before `pixi install` where the channel needs credentials: pixi reads them from its auth store
+    (`pixi auth login`) or, for S3 without s3-options, from AWS's own chain; none for a folder or loopback."""
+    if isinstance(target, S3Store) and target.options.endpoint_url:
+        return ["# Credentials first (this S3-compatible store is read with the s3-options below, so pixi takes its",
+                "# keys from its auth store, not from AWS_* variables):",
+                f"#   pixi auth login s3://{target.bucket} --s3-access-key-id KEY_ID --s3-secret-access-key SECRET"]
+    if isinstance(target, S3Store):
+        return ["# Credentials first: pixi reads AWS's own, as the aws CLI does (AWS_ACCESS_KEY_ID and",
+                "# AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with ~/.aws/config)."]
+    parts = urllib.parse.urlsplit(channel)
+    if parts.scheme in ("http", "https") and parts.hostname not in ("localhost", "127.0.0.1", "::1"):
+        return ["# Where the server asks for credentials, log in once before `pixi install` (stored for every project):",
+                f"#   pixi auth login {parts.netloc} --token TOKEN   (prefix.dev; --conda-token for quetz and",
+                "#   anaconda.org; --username U --password P for Artifactory and other basic-auth servers)"]
+    return []
 
 
 def flash_attn_lines(arch: Architecture | None) -> list[str]:

@@ -134,6 +134,7 @@ class FolderStore(Store):
     writable = True
 
     def __init__(self, path: Path):
+        self.written = Path(path)  # as the user wrote it: `bucket/rocm` may have meant s3://bucket/rocm
         self.path = Path(path).resolve()
         self.url = self.path.as_uri()
         self._lock_fd: int | None = None
@@ -185,8 +186,12 @@ class FolderStore(Store):
         return sorted(found)
 
     def check(self) -> None:
-        if not self.path.parent.is_dir():
-            raise UserError(f"target folder {self.path.parent} does not exist: create it or fix the file:// URL")
+        if not self.path.parent.is_dir():  # the whole path, as written and in full: `bucket/rocm` is not `bucket`
+            relative = not self.written.is_absolute() and not str(self.written).startswith("~")
+            written = f"{self.written} ({self.path})" if relative else str(self.path)
+            bucket = f"; a bucket is written s3://{self.written.as_posix()}" if relative else ""
+            raise UserError(f"target folder {written} cannot be made: its parent folder {self.path.parent} does not "
+                            f"exist: create it or fix the path{bucket}")
         try:
             (self.path / "noarch").mkdir(parents=True, exist_ok=True)
             probe = self.path / f".write-probe-{unique_suffix()}"

@@ -5,6 +5,8 @@
 # Reads (declare them in build.script.env; rattler-build's strict env isolation drops the rest):
 #   MAX_JOBS           parallel compile jobs; the orchestrator sizes it from cores and memory (default 4).
 #   COMPILER_LAUNCHER  "ccache", "sccache" or empty. Must be on PATH (add it to requirements.build).
+#   CCACHE_DIR, SCCACHE_DIR  the compiler cache's folder, outside the work folder (the orchestrator sets them), so a
+#                      retry after a failure finds the objects the failed build compiled
 # Exports:
 #   MAX_JOBS, CMAKE_BUILD_PARALLEL_LEVEL   read by setup.py/torch builds and `cmake --build`
 #   NINJA_JOBS_FLAG                        "-j$MAX_JOBS", for a direct `ninja $NINJA_JOBS_FLAG` call
@@ -31,6 +33,9 @@ case "${COMPILER_LAUNCHER:-}" in
             export CMAKE_CXX_COMPILER_LAUNCHER="$COMPILER_LAUNCHER"
             export CMAKE_HIP_COMPILER_LAUNCHER="$COMPILER_LAUNCHER"
             export HIP_CLANG_LAUNCHER="$COMPILER_LAUNCHER"
+            # an empty folder variable means the tool's default ($HOME/.cache: the work folder, gone after the build)
+            if [ -n "${CCACHE_DIR:-}" ]; then export CCACHE_DIR; else unset CCACHE_DIR; fi
+            if [ -n "${SCCACHE_DIR:-}" ]; then export SCCACHE_DIR; else unset SCCACHE_DIR; fi
         fi
         ;;
     *)
