@@ -16,7 +16,7 @@ from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
 from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
                       compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
-                      options_from_args, shared_channel, source_channel)
+                      options_from_args, public_key, shared_channel, source_channel)
 from .share import COMMANDS as SHARING
 from .share.page.command import COMMAND as PAGE
 from .sources import SourceCache
@@ -72,6 +72,9 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
         parser.add_argument("--no-tests", action="store_true", help="skip the recipes' test sections")
         parser.add_argument("--cache-channel", action="append", default=[], metavar="URL", type=shared_channel,
                             help="take a package with the same input hash from this channel instead of building")
+        parser.add_argument("--trusted-key", action="append", default=[], metavar="KEY", type=public_key,
+                            help="take cache hits only when this key signed them (ssh-ed25519 AAAA…, or a .pub file; "
+                                 "repeatable; adds to trusted_keys in orchestrate.toml)")
         parser.add_argument("--offline", action="store_true",
                             help="build from the source cache only (fill it first with `orchestrate fetch`)")
         parser.add_argument("--skip-disk-check", action="store_true",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, PACKAGE_SERVER_SCHEMES, existing_folder, find_workspace, folder,
-                       http_url, load_config, location, options_from_args, port, shared_channel)
+                       http_url, key_file, load_config, location, options_from_args, port, public_key, shared_channel)
 
 
 install_channel = location(*CHANNEL_SCHEMES)  # where teammates install from: what pixi reads
@@ -49,6 +49,17 @@ def _run_serve(args, reporter) -> int:
     return serve(_options(args).channel, args.host, args.port, reporter)
 
 
+def _trusted_key_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--trusted-key", action="append", default=[], metavar="KEY", type=public_key,
+                        help=f"{what} (ssh-ed25519 AAAA…, or a .pub file; repeatable; adds to trusted_keys in "
+                             "orchestrate.toml)")
+
+
+def _trusted(args, config: dict) -> list[str]:
+    """The keys this command trusts: orchestrate.toml's trusted_keys and every --trusted-key."""
+    return [*config.get("trusted_keys", []), *args.trusted_key]
+
+
 def _s3_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--s3-endpoint-url", metavar="URL", type=http_url,
                         help="S3-compatible endpoint, e.g. http://minio:9000 (default: [s3-options.<bucket>] in "
@@ -75,6 +86,10 @@ def _publish_arguments(parser: argparse.ArgumentParser) -> None:
                         help="file:///dir, s3://bucket/channel, prefix://[host/]channel, quetz://host/channel, "
                              "artifactory://host/channel or anaconda://owner[/label]")
     parser.add_argument("--arch", help="publish only this architecture's packages (and the noarch ones)")
+    parser.add_argument("--sign-key", metavar="FILE", type=key_file,
+                        help="sign each package with this OpenSSH ed25519 private key (default: sign_key in "
+                             "orchestrate.toml, else unsigned)")
+    _trusted_key_argument(parser, "keep a channel's copy of one of our packages when this key signed it")
     _s3_arguments(parser)
     parser.add_argument("packages", nargs="*", metavar="PKG", help="only these packages (default: all)")
 
@@ -88,7 +103,7 @@ def _run_publish(args, reporter) -> int:
 
         ArchitectureTable.load(options.variants_dir).get(args.arch)
     options.arch = args.arch  # a filter here, not the build architecture from orchestrate.toml
-    return publish(options, args.to, args.packages, reporter, _s3_flags(args, args.to))
+    return publish(options, args.to, args.packages, reporter, _s3_flags(args, args.to), args.sign_key)
 
 
 def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,6 +111,7 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the shared channel teammates install from (http(s)://, s3://, file://, a path)")
     parser.add_argument("--arch", help="pin the GPU-specific packages to this architecture's builds")
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR", help="workspace whose architecture table to use")
+    _trusted_key_argument(parser, "the verify-channel task checks that this key signed every package")
     written = parser.add_mutually_exclusive_group()  # --print writes no file: an --output beside it would be ignored
     written.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
     written.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
@@ -117,6 +133,9 @@ def _run_consumer(args, reporter) -> int:
     if arch and workspace:
         arch = ArchitectureTable.load(workspace / "variants").get(arch)
     text = render_manifest(args.channel, arch, config)
+    from .consumer_verify import verify_task_lines
+
+    text += verify_task_lines(args.channel, _trusted(args, config))
     if args.print_only:
         reporter.line(text.rstrip("\n"))
         return 0
@@ -136,6 +155,7 @@ def _verify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="compare sizes only: no sha256, so nothing is downloaded from a remote channel")
     parser.add_argument("--json", action="store_true", help="write the result as one JSON object, for scripts")
+    _trusted_key_argument(parser, "name every package this key did not sign, as it is")
     parser.add_argument("--quiet", "-q", action="store_true", help="problems and the verdict only")
     _s3_arguments(parser)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import errno
+import io
 import json
 import math
 import os
@@ -250,6 +251,27 @@ def archive_problem(file, relpath: str) -> str | None:
         return f"not a zip archive ({' '.join(str(exc).split())[:80]})"
     if not any(n.startswith("info-") and n.endswith(".tar.zst") for n in names):
         return "a zip without the info-*.tar.zst of a .conda package"
+    return None
+
+
+SPARSE_MIN_BYTES = 1 << 20  # smaller files are not judged by their blocks (a filesystem may pack tails)
+
+
+def size_problem(file, relpath: str, limit: int) -> str | None:
+    """Why package file `relpath` (open as `file`) is too large to index, or None: over `limit` bytes, or sparse
+    (rattler's indexer reads a new package whole into memory: an 8 GiB sparse .conda, 4 KiB on disk, made a
+    publish run out of memory under the lock; a compressed package has no holes)."""
+    try:
+        found = os.fstat(file.fileno())
+        size, on_disk = found.st_size, found.st_blocks * 512
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):  # no file descriptor: S3's ranged reads
+        size, on_disk = file.seek(0, os.SEEK_END), None
+        file.seek(0)
+    if size > limit:
+        return (f"{size} bytes, over the {limit} bytes a package may be (max_package_gib in orchestrate.toml raises "
+                "it)")
+    if on_disk is not None and size >= SPARSE_MIN_BYTES and on_disk < size // 2:
+        return f"a sparse file ({size} bytes long, {on_disk} on disk): no package has holes"
     return None
 
 
