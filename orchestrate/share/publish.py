@@ -23,7 +23,7 @@ from typing import Callable
 
 from .. import stops
 from ..architectures import ArchitectureTable
-from ..channel import MANIFEST, Channel, ManifestEntry, read_provenance, sha256_of
+from ..channel import LOOKUP_DIR, MANIFEST, Channel, ManifestEntry, read_provenance, sha256_of
 from ..errors import UserError
 from ..options import Options, load_config
 from ..ui import Reporter
@@ -202,11 +202,12 @@ def _complete(entries: list[ManifestEntry], channel: Channel, store: Store, list
 
 def _signed_already(store: Store, path: str, wanted: bytes) -> bool:
     """Whether the channel holds a valid signature by our key of the same record at `path`."""
+    file = path[len(LOOKUP_DIR) + 1:path.rindex(".sig/")]
     try:
-        there = parse_signature(store.read(path, limit=MAX_JSON_BYTES), path, "")
+        there = parse_signature(store.read(path, limit=MAX_JSON_BYTES), path, file)
     except Refused:
         return False
-    mine = parse_signature(wanted, path, "")
+    mine = parse_signature(wanted, path, file)
     return bool(there and mine and there.valid and there.key == mine.key) and there.record == mine.record
 
 

@@ -29,6 +29,7 @@ import re
 import shutil
 import socket
 import stat
+import tempfile
 import time
 import urllib.parse
 import zipfile
@@ -243,14 +244,46 @@ def archive_problem(file, relpath: str) -> str | None:
     can read (it panics on a .conda that is no zip: one junk file would stop every publish), or None. Reads the
     zip's directory at the end of the file, not the file."""
     if relpath.endswith(".tar.bz2"):
-        return None if file.read(3) == b"BZh" else "not a bzip2 archive"
+        if file.read(3) != b"BZh":
+            return "not a bzip2 archive"
+    else:
+        try:
+            with zipfile.ZipFile(file) as archive:
+                names = archive.namelist()
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
+            return f"not a zip archive ({' '.join(str(exc).split())[:80]})"
+        if not any(n.startswith("info-") and n.endswith(".tar.zst") for n in names):
+            return "a zip without the info-*.tar.zst of a .conda package"
+    return _index_json_problem(file, relpath)
+
+
+def _index_json_problem(file, relpath: str) -> str | None:
+    """Why rattler cannot read the package's info/index.json (which its indexer needs: a bzip2 stream or a zip
+    member of junk stopped every later publish with "No index.json found", naming no file), or None. Read through
+    the open descriptor (/proc/self/fd: nothing swapped since can be read instead); a file without one (S3's
+    ranged reads) is left to the indexer."""
+    import asyncio
+
+    from rattler.package_streaming import PackageArchive
+
     try:
-        with zipfile.ZipFile(file) as archive:
-            names = archive.namelist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
-        return f"not a zip archive ({' '.join(str(exc).split())[:80]})"
-    if not any(n.startswith("info-") and n.endswith(".tar.zst") for n in names):
-        return "a zip without the info-*.tar.zst of a .conda package"
+        fd = file.fileno()
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        return None
+    if not os.path.exists(f"/proc/self/fd/{fd}"):
+        return None
+
+    async def read(path: str):
+        archive = await PackageArchive.from_path(path)
+        return await archive.index_json()
+
+    with tempfile.TemporaryDirectory(prefix="orchestrate-archive-") as scratch:
+        named = os.path.join(scratch, "package" + (".tar.bz2" if relpath.endswith(".tar.bz2") else ".conda"))
+        os.symlink(f"/proc/self/fd/{fd}", named)  # rattler tells the format by the name's suffix
+        try:
+            asyncio.run(read(named))
+        except Exception as exc:  # py-rattler raises plain exceptions with the Rust error text
+            return f"no package rattler can read (its info/index.json: {' '.join(str(exc).split())[:80]})"
     return None
 
 
