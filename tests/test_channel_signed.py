@@ -2,7 +2,7 @@
 and publishes it signed with its key (an OpenSSH ed25519 key); an attacker who can write the channel (a01, a14), or
 who sits between `serve` and the reader (a02), swaps a package for one with the same file name and recorded input
 hash that carries a post-link and an activation script; a teammate plants junk (a04), a sparse 8 GiB .conda (a05),
-or holds 600 idle connections open to `serve` (a09). Each test keeps a canary outside everything (the victim's home)
+or holds 400 idle connections open to `serve` (a09). Each test keeps a canary outside everything (the victim's home)
 and asserts what the victim sees: the package is not taken, nothing outside changes, no traceback."""
 from __future__ import annotations
 
@@ -156,8 +156,8 @@ def forged_bytes(team: Team, home: Path, scratch: Path) -> tuple[str, bytes]:
 
 def victim_build(capsys, tmp_path: Path, cache: str, *extra) -> tuple[int, str, str, Path]:
     workspace = make_workspace(tmp_path / "victim")
-    code, out, err = run(capsys, "build-all", "--workspace", workspace, "--arch", ARCH, "--no-tests",
-                         "--cache-channel", cache, *extra)
+    code, out, err = run(capsys, "build", "--workspace", workspace, "--arch", ARCH, "--no-tests",
+                         "--cache-channel", cache, *extra, SWAPPED)  # and what it needs (rocm-sdk)
     return code, out, err, workspace / "channel"
 
 
@@ -177,7 +177,8 @@ def test_a01_a_swapped_package_is_refused_by_a_reader_who_trusts_only_the_teams_
     code, out, err, channel = victim_build(capsys, tmp_path, shared.as_uri(), "--trusted-key", team.public)
     assert_not_taken(code, out, err, channel, file, home)
     assert "differ from what ci@team" in err
-    assert sum("from cache" in line for line in out.splitlines()) >= 8, "the untouched packages are still hits"
+    assert "from cache" in next(line for line in out.splitlines() if line.split()[:1] == ["rocm-sdk"]), \
+        "an untouched package is still a hit"
     # verify, with the team's key and without any: the swap is named, exit 1
     code, out, _ = run(capsys, "verify", "--from", shared.as_uri(), "--trusted-key", team.public)
     assert code == 1 and f"{file}: its bytes differ from what ci@team" in out.replace("\n    ", " ")
@@ -310,7 +311,7 @@ def test_a09_idle_connections_do_not_starve_serve(team, tmp_path):
     idle = []
     with running(command, port, log_to_file=True):
         try:
-            for _ in range(600):  # more than the cap: the oldest idle ones are closed to make room
+            for _ in range(400):  # far more than the cap: the oldest idle ones are closed to make room
                 idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
             started = time.monotonic()
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)

@@ -141,6 +141,7 @@ class ChannelRequestHandler(SimpleHTTPRequestHandler):
 class ChannelServer(ThreadingHTTPServer):
     reporter: Reporter
     max_connections = MAX_CONNECTIONS
+    request_queue_size = 128  # the listen backlog: socketserver's 5 made each of many connections wait for a retry
 
     def __init__(self, *args, **kwargs):
         self._open: dict[socket.socket, list] = {}  # connection -> [opened at, busy with a request]
