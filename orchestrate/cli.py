@@ -14,9 +14,10 @@ from .architectures import ArchitectureTable, stale_variant_files, write_variant
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
+from .key_text import public_key
 from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
                       compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
-                      options_from_args, public_key, shared_channel, source_channel)
+                      options_from_args, shared_channel, source_channel)
 from .share import COMMANDS as SHARING
 from .share.page.command import COMMAND as PAGE
 from .sources import SourceCache

@@ -13,6 +13,7 @@ from typing import Callable
 
 from .channels import anchored
 from .errors import UserError
+from .key_text import key_file, public_key  # the checkers of sign_key and trusted_keys
 
 CONFIG_FILE = "orchestrate.toml"
 DEFAULT_CHANNEL = "channel"
@@ -244,26 +245,6 @@ def package_format(text: str) -> str:
     return text
 
 
-ED25519_PUBLIC_KEY = re.compile(r"^ssh-ed25519 [A-Za-z0-9+/]+={0,2}(?: [^\x00-\x1f\x7f]*)?\Z")
-
-
-def public_key(text: str) -> str:
-    """A key a reader trusts: an OpenSSH ed25519 public key line, or a .pub file holding one (share/signing.py
-    reads it whole)."""
-    if ED25519_PUBLIC_KEY.match(text.strip()) or (not text.startswith("ssh-") and Path(text).expanduser().is_file()):
-        return text
-    raise argparse.ArgumentTypeError(f"{text[:60]!r} is no ed25519 public key: pass a line as `ssh-keygen -t ed25519` "
-                                     "writes it (ssh-ed25519 AAAA… ci@team), or its .pub file")
-
-
-def key_file(text: str) -> str:
-    """A private key file (share/signing.py reads and checks it when a publish signs)."""
-    if not text or Path(text).expanduser().is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is no key file: pass the private key `ssh-keygen -t ed25519` "
-                                         "wrote, e.g. ~/.ssh/id_ed25519")
-    return text
-
-
 # -- orchestrate.toml: every key declared once, checked when the file is read (load_config), by the checker
 # of its flag. Keys are snake_case; the [s3-options.<bucket>] tables keep pixi's kebab-case keys, since
 # consumer-manifest copies them into a teammate's pixi.toml as they are.
@@ -337,17 +318,14 @@ CONFIG_KEYS = (
               default=f'`"{DEFAULT_PACKAGE_FORMAT}"`', check=package_format),
     ConfigKey("compression_threads", int, "a whole number of 1 or more, e.g. compression_threads = 4 (leave it out "
               "for all cores)", "zstd threads per package", default="all cores", check=count),
-    ConfigKey("max_package_gib", int, "a whole number of 1 or more, e.g. max_package_gib = 64",
-              "a package file larger than this (GiB) is set aside before a publish indexes the shared channel",
-              default="32", check=count),
-    ConfigKey("trusted_keys", list, 'a list of public keys, e.g. trusted_keys = ["ssh-ed25519 AAAA… ci@team"]',
-              "keys a shared channel's packages must be signed by: cache hits and `verify` take no other (see "
-              "[Signed channels](sharing.md#signed-channels))", default="`[]` (signatures not required)",
-              flag="--trusted-key", check=public_key),
-    ConfigKey("sign_key", str, 'a private key file, e.g. sign_key = "~/.ssh/id_ed25519"',
-              "the OpenSSH ed25519 key `publish` signs each package with (see [Signed channels]"
-              "(sharing.md#signed-channels))", default="none (unsigned)", flag="--sign-key", check=key_file,
-              in_workspace=True),
+    ConfigKey("max_package_gib", int, "a whole number of 1 or more, e.g. max_package_gib = 64", "a package larger "
+              "than this (GiB) is set aside before publish indexes the shared channel", default="32", check=count),
+    ConfigKey("trusted_keys", list, 'a list of public keys, e.g. trusted_keys = ["ssh-ed25519 AAAA… ci@team"]', "the "
+              "keys cache hits and `verify` want signatures of ([Signed channels](sharing.md#signed-channels))",
+              default="`[]` (none wanted)", flag="--trusted-key", check=public_key),
+    ConfigKey("sign_key", str, 'a private key file, e.g. sign_key = "~/.ssh/id_ed25519"', "the OpenSSH ed25519 key "
+              "`publish` signs with ([Signed channels](sharing.md#signed-channels))", default="none (unsigned)",
+              flag="--sign-key", check=key_file, in_workspace=True),
 )
 S3_OPTIONS = "s3-options"
 S3_OPTION_KEYS = (  # pixi's keys

@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
+from ..key_text import key_file, public_key
 from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, PACKAGE_SERVER_SCHEMES, existing_folder, find_workspace, folder,
-                       http_url, key_file, load_config, location, options_from_args, port, public_key, shared_channel)
+                       http_url, load_config, location, options_from_args, port, shared_channel)
 
 
 install_channel = location(*CHANNEL_SCHEMES)  # where teammates install from: what pixi reads

@@ -23,8 +23,9 @@ from typing import Callable, Iterator
 
 from ..channel import PACKAGE_SUFFIXES, LockBusy, release_lock, take_lock
 from ..errors import UserError
-from .untrusted import (MAX_INDEX_BYTES, MAX_PATH_PARTS, Refused, archive_problem, channel_relpath, copy_out, open_file, open_folder,
-                        read_in, read_json, remove_in, shown, size_problem, stat_in, unique_suffix, write_in)
+from .package_files import archive_problem, size_problem
+from .untrusted import (MAX_INDEX_BYTES, MAX_PATH_PARTS, Refused, channel_relpath, copy_out, open_file, open_folder,
+                        read_in, read_json, remove_in, shown, stat_in, unique_suffix, write_in)
 
 INDEX_LOCK = ".orchestrate-index.lock"
 REFUSED_DIR = ".refused"  # package files the indexer could not read, set aside before indexing
@@ -95,8 +96,9 @@ class Store:
 
     def set_aside_unreadable(self, force: bool) -> list[str]:
         """Before indexing: each package file that rattler's indexer would read (one its subdir's index does not
-        list yet, or any with `force`) and could not (untrusted.archive_problem), or that is too large or sparse (untrusted.size_problem), moved into REFUSED_DIR/<subdir>/
-        (hidden, never served, nothing lost), so that one junk file stops no publish. A line for each."""
+        list yet, or any with `force`) and could not, or that is too large or sparse (package_files.py), moved into
+        REFUSED_DIR/<subdir>/ (hidden, never served, nothing lost), so that one junk file stops no publish. A line
+        for each."""
         found = []
         for subdir in self._platform_subdirs():
             try:
