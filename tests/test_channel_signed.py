@@ -387,3 +387,42 @@ def test_plain_http_from_another_host_names_its_risk():
     assert plain_http_risk("https://buildbox", False) is None
     assert "can read and change" in plain_http_risk("http://buildbox:8765", False)
     assert "caught by its signature" in plain_http_risk("http://10.0.0.2:8765", True)
+
+
+def test_serve_closes_an_idle_connection_and_makes_room_at_its_cap(team, monkeypatch):
+    from orchestrate.share.serve import ChannelRequestHandler, make_server
+    from orchestrate.ui import Reporter
+
+    monkeypatch.setattr(ChannelRequestHandler, "timeout", 0.5)
+    server = make_server(team.channel, "127.0.0.1", 0, Reporter(quiet=True))
+    server.max_connections = 4
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        silent = socket.create_connection(("127.0.0.1", port), timeout=5)
+        assert silent.recv(1) == b"", "an idle connection is closed after the timeout"
+        monkeypatch.setattr(ChannelRequestHandler, "timeout", 60)  # from here on, only the cap closes one
+        idle = []
+        for _ in range(4):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+            time.sleep(0.05)  # accepted in this order
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("GET", "/noarch/repodata.json")
+        assert connection.getresponse().status == 200
+        assert idle[0].recv(1) == b"", "the connection idle longest made room"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_real_recipes_declare_the_activation_scripts_they_make():
+    from orchestrate.share.link_scripts import undeclared
+
+    recipes = Path(__file__).resolve().parent.parent / "recipes"
+    made = {"rocm-sdk": "rocm-sdk.sh", "flash-attn": "flash-attn-triton.sh",
+            "rocm-sdk-device": "rocm-sdk-device-aotriton-experimental.sh"}
+    for recipe, script in made.items():
+        scripts = [f"etc/conda/activate.d/{script}", f"etc/conda/deactivate.d/{script}"]
+        assert undeclared(scripts, recipes / recipe) == [], recipe
+        assert undeclared([*scripts, "bin/.x-post-link.sh", "etc/conda/activate.d/zz.sh"], recipes / recipe) == \
+            ["bin/.x-post-link.sh", "etc/conda/activate.d/zz.sh"]

@@ -275,6 +275,10 @@ def _check_signatures(store: Store, listed: dict, entries: dict, keys: list[Publ
     the channel holds matches its package, and a note says who signed what."""
     named = {p.file for p in result.problems}
     signers: dict[str, int] = {}
+    if not keys and store.list(LOOKUP_DIR) is None:
+        result.notes.append(f"{store.url} cannot list its files (HTTP): without trusted keys (--trusted-key, "
+                            "trusted_keys) no signature is looked for")
+        return
     for file, record in sorted(listed.items()):
         input_hash = (entries.get(file) or {}).get("input_hash")
         if keys:
