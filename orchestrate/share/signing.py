@@ -286,12 +286,17 @@ def other_signers(store, file: str, keys: list[PublicKey]) -> list[str] | None:
     return names
 
 
-def signatures_of(store, file: str) -> list[Signature] | None:
-    """Every signature file of `file` the store holds (None: it cannot list), each parsed and checked."""
-    listed = store.list(signature_folder(file))
+def all_signatures(store) -> dict[str, list[str]] | None:
+    """package file -> the paths of its signature files, from one listing (None: the store cannot list)."""
+    listed = store.list(LOOKUP_DIR)
     if listed is None:
         return None
-    return [s for s in (read_signature(store, p, file) for p in listed if p.endswith(SIG_SUFFIX)) if s]
+    found: dict[str, list[str]] = {}
+    for path in listed:
+        folder, _, name = path.rpartition("/")
+        if folder.endswith(SIG_SUFFIX) and name.endswith(SIG_SUFFIX):
+            found.setdefault(folder[len(LOOKUP_DIR) + 1:-len(SIG_SUFFIX)], []).append(path)
+    return found
 
 
 def loopback(host: str) -> bool:

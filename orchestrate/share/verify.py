@@ -31,7 +31,7 @@ from ..ui import Reporter
 from .bench import BENCH_DIR, all_records, channel_documents, package_of_record, read_record, sha256_bytes
 from .lookup import read_index, read_lookup
 from .page.model import unreadable
-from .signing import PublicKey, differences, judge, plain_http_risk, signatures_of, trusted_keys
+from .signing import PublicKey, all_signatures, differences, judge, plain_http_risk, read_signature, trusted_keys
 from .store import FolderStore, Store
 from .untrusted import MAX_JSON_BYTES, Refused, channel_relpath, json_object, shown, why_of
 
@@ -275,7 +275,8 @@ def _check_signatures(store: Store, listed: dict, entries: dict, keys: list[Publ
     the channel holds matches its package, and a note says who signed what."""
     named = {p.file for p in result.problems}
     signers: dict[str, int] = {}
-    if not keys and store.list(LOOKUP_DIR) is None:
+    signed = all_signatures(store) if not keys else {}
+    if signed is None:
         result.notes.append(f"{store.url} cannot list its files (HTTP): without trusted keys (--trusted-key, "
                             "trusted_keys) no signature is looked for")
         return
@@ -286,7 +287,7 @@ def _check_signatures(store: Store, listed: dict, entries: dict, keys: list[Publ
             if not verdict.ok:
                 result.problems.append(Problem(file, verdict.kind, verdict.problem, SIGNATURE_FIX))
             continue
-        for signature in signatures_of(store, file) or []:
+        for signature in filter(None, (read_signature(store, path, file) for path in signed.get(file, []))):
             if signature.why or not signature.valid:
                 if signature.path not in named:
                     result.problems.append(Problem(signature.path, "refused-signature", "refused: " + (
