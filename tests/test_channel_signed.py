@@ -426,3 +426,24 @@ def test_the_real_recipes_declare_the_activation_scripts_they_make():
         assert undeclared(scripts, recipes / recipe) == [], recipe
         assert undeclared([*scripts, "bin/.x-post-link.sh", "etc/conda/activate.d/zz.sh"], recipes / recipe) == \
             ["bin/.x-post-link.sh", "etc/conda/activate.d/zz.sh"]
+
+
+def test_an_s3_channel_is_signed_create_only_and_verified(team, tmp_path, capsys, home, monkeypatch):
+    """Signatures go through the store's create-only writes on S3 too; publishing again signs nothing twice."""
+    from share_helpers import S3_ENV, moto_server, s3_client
+
+    for name, value in S3_ENV.items():
+        monkeypatch.setenv(name, value)
+    with moto_server() as endpoint:
+        s3_client(endpoint).create_bucket(Bucket="team")
+        target = ("--to", "s3://team/stack", "--s3-endpoint-url", endpoint)
+        code, out, err = run(capsys, "publish", "--workspace", team.workspace, *target, "--sign-key", team.key,
+                             "rocm-stack-check")
+        assert code == 0 and "signed 1 with ci@team" in out, err
+        code, out, err = run(capsys, "publish", "--workspace", team.workspace, *target, "--sign-key", team.key,
+                             "rocm-stack-check")
+        assert code == 0 and "nothing to publish" in out, out + err
+        source = ("--from", "s3://team/stack", "--s3-endpoint-url", endpoint)
+        assert run(capsys, "verify", *source, "--trusted-key", team.public)[0] == 0
+        code, out, _ = run(capsys, "verify", *source, "--trusted-key", team.other.with_name("mallory.pub"))
+        assert code == 1 and "signed only by ci@team" in out
