@@ -227,9 +227,6 @@ def serve(channel_path: Path, host: str, port: int, reporter: Reporter) -> int:
     else:
         reporter.line(f"listening on {host}: anyone who can reach this machine on port {bound_port} can download "
                       "every package in the channel")
-        reporter.line("plain HTTP: anyone on the network path can read and change what teammates download; keep it to "
-                      "a LAN you trust, or put TLS in front of it (docs/sharing.md, Serving over TLS), and have "
-                      "readers name your signing key with --trusted-key")
     if is_loopback(host):  # a teammate's 127.0.0.1 is their own machine
         reporter.line(f"on this machine: orchestrate consumer-manifest --channel {url.rstrip('/')}   (Ctrl-C stops)")
     else:
@@ -238,6 +235,9 @@ def serve(channel_path: Path, host: str, port: int, reporter: Reporter) -> int:
         note = "; if they cannot resolve this machine's name, use its address on their network" if every_address else ""
         reporter.line(f"teammates: orchestrate consumer-manifest --channel {teammate_url.rstrip('/')}   (Ctrl-C "
                       f"stops{note})")
+        reporter.line("plain HTTP: anyone on the network path can read and change what teammates download; keep it to "
+                      "a LAN you trust, or put TLS in front of it (docs/sharing.md, Serving over TLS), and have "
+                      "readers name your signing key with --trusted-key")
     sys.stdout.flush()  # a supervisor or test reading the URL from a pipe must see it now
     try:
         server.serve_forever()
