@@ -141,7 +141,8 @@ def _run_consumer(args, reporter) -> int:
         reporter.line(text.rstrip("\n"))
         return 0
     path = write_manifest(text, args.output, args.force)
-    reporter.line(f"wrote {path}: run `pixi install` next to it")
+    reporter.line(f"wrote {path}: next to it, check the channel with `pixi run -e verify verify-channel`, then "
+                  "`pixi install`")
     return 0
 
 
