@@ -447,3 +447,23 @@ def test_an_s3_channel_is_signed_create_only_and_verified(team, tmp_path, capsys
         assert run(capsys, "verify", *source, "--trusted-key", team.public)[0] == 0
         code, out, _ = run(capsys, "verify", *source, "--trusted-key", team.other.with_name("mallory.pub"))
         assert code == 1 and "signed only by ci@team" in out
+
+
+def test_serve_answers_503_when_every_connection_is_busy(team):
+    from orchestrate.share.serve import make_server
+    from orchestrate.ui import Reporter
+
+    server = make_server(team.channel, "127.0.0.1", 0, Reporter(quiet=True))
+    server.max_connections = 1
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        busy = socket.create_connection(("127.0.0.1", port), timeout=5)
+        busy.sendall(b"GET /noarch/repodata.json HTTP/1.1\r\nHost: x\r\n\r\n")  # keep-alive: served, then idle
+        assert busy.recv(12).startswith(b"HTTP/1.0 200")
+        server.busy(next(iter(server._open)), True)  # as if its next request were being answered
+        refused = socket.create_connection(("127.0.0.1", port), timeout=5)
+        assert refused.recv(64).startswith(b"HTTP/1.0 503")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -144,27 +144,31 @@ class ChannelServer(ThreadingHTTPServer):
     request_queue_size = 128  # the listen backlog: socketserver's 5 made each of many connections wait for a retry
 
     def __init__(self, *args, **kwargs):
-        self._open: dict[socket.socket, list] = {}  # connection -> [opened at, busy with a request]
+        self._open: dict[socket.socket, list] = {}  # connection -> [idle since, busy with a request]
         self._open_lock = threading.Lock()
         super().__init__(*args, **kwargs)
 
     def busy(self, connection, busy: bool) -> None:
+        """Whether `connection` is busy with a request; idle again, it is idle since now."""
         with self._open_lock:
             if connection in self._open:
-                self._open[connection][1] = busy
+                self._open[connection] = [self._open[connection][0] if busy else time.monotonic(), busy]
 
     def process_request(self, request, client_address):
         """At the cap: close the connection idle longest to make room, or answer 503 when all are busy."""
+        victim, full = None, False
         with self._open_lock:
-            victim = None
             if len(self._open) >= self.max_connections:
-                idle = [(opened, conn) for conn, (opened, busy) in self._open.items() if not busy]
+                idle = [(since, conn) for conn, (since, busy) in self._open.items() if not busy]
                 victim = min(idle, key=lambda pair: pair[0])[1] if idle else None
-                if victim is None:
-                    self._refuse_busy(request)
-                    return
-                del self._open[victim]
-            self._open[request] = [time.monotonic(), False]
+                full = victim is None
+                if victim is not None:
+                    del self._open[victim]
+            if not full:
+                self._open[request] = [time.monotonic(), False]
+        if full:
+            self._refuse_busy(request)
+            return
         if victim is not None:
             try:
                 victim.shutdown(socket.SHUT_RDWR)  # its handler's read returns; the handler closes it
