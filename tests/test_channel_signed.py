@@ -459,11 +459,14 @@ def test_serve_answers_503_when_every_connection_is_busy(team):
     port = server.server_address[1]
     try:
         busy = socket.create_connection(("127.0.0.1", port), timeout=5)
-        busy.sendall(b"GET /noarch/repodata.json HTTP/1.1\r\nHost: x\r\n\r\n")  # keep-alive: served, then idle
-        assert busy.recv(12).startswith(b"HTTP/1.0 200")
-        server.busy(next(iter(server._open)), True)  # as if its next request were being answered
+        for _ in range(100):  # until the server has accepted it
+            if server._open:
+                break
+            time.sleep(0.02)
+        server.busy(next(iter(server._open)), True)  # as if a long download were being answered on it
         refused = socket.create_connection(("127.0.0.1", port), timeout=5)
         assert refused.recv(64).startswith(b"HTTP/1.0 503")
+        busy.close()
     finally:
         server.shutdown()
         server.server_close()
