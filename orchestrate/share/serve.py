@@ -17,6 +17,7 @@ in front of it for anything else (docs/sharing.md, "Serving over TLS"), and have
 """
 from __future__ import annotations
 
+import errno
 import functools
 import ipaddress
 import os
@@ -175,6 +176,14 @@ class ChannelServer(ThreadingHTTPServer):
             except OSError:
                 pass
         super().process_request(request, client_address)
+
+    def get_request(self):
+        try:
+            return super().get_request()
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):  # out of descriptors: wait a moment, never spin on accept
+                time.sleep(0.1)
+            raise
 
     def _refuse_busy(self, request) -> None:
         try:
