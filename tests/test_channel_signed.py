@@ -182,12 +182,15 @@ def test_a01_a_swapped_package_is_refused_by_a_reader_who_trusts_only_the_teams_
     # verify, with the team's key and without any: the swap is named, exit 1
     code, out, _ = run(capsys, "verify", "--from", shared.as_uri(), "--trusted-key", team.public)
     assert code == 1 and f"{file}: its bytes differ from what ci@team" in out.replace("\n    ", " ")
+    check = package_of(shared, "rocm-stack-check")
+    shutil.rmtree(shared / f"orchestrate-manifest.d/{check}.sig")  # a signature removed: unsigned, said in a note
     code, out, _ = run(capsys, "verify", "--from", shared.as_uri())
     assert code == 1 and f"{file}: differs from what ci@team" in out.replace("\n    ", " ")
+    assert f"unsigned: {check}" in out
     # another key's signature does not count: every package is named
     other = team.other.with_name(team.other.name + ".pub")
     code, out, _ = run(capsys, "verify", "--from", shared.as_uri(), "--trusted-key", other)
-    assert code == 1 and out.count("a key you do not trust") == 10
+    assert code == 1 and out.count("a key you do not trust") == 9 and f"{check}: unsigned" in out
 
 
 def test_a01_without_trusted_keys_a_cache_hit_never_brings_scripts_its_recipe_does_not_declare(team, home, tmp_path,

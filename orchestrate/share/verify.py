@@ -301,8 +301,11 @@ def _check_signatures(store: Store, listed: dict, entries: dict, keys: list[Publ
                 signers[signature.key.name] = signers.get(signature.key.name, 0) + 1
     if not keys and signers:  # an unsigned channel's output stays as it was
         by = "; ".join(f"{count} by {name}" for name, count in sorted(signers.items()))
-        result.notes.append(f"no trusted keys named, so signatures are not required ({by}): pass --trusted-key (or "
-                            "set trusted_keys) to name every package your team's keys did not sign")
+        unsigned = sorted(set(listed) - set(signed))
+        some = f"; unsigned: {', '.join(shown(f) for f in unsigned[:5])}{', …' if len(unsigned) > 5 else ''}" \
+            if unsigned else ""
+        result.notes.append(f"no trusted keys named, so signatures are not required ({by}{some}): pass --trusted-key "
+                            "(or set trusted_keys) to name every package your team's keys did not sign")
 
 
 def refused(why, file: str) -> str:
