@@ -15,6 +15,7 @@ from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import FAILED_BUILDS_PAGE, BuildFailed, DiskFull, UserError, is_disk_full
 from .arch_list import arch_list, per_arch
+from .key_text import public_key
 from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
                       compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
                       options_from_args, shared_channel, source_channel)
@@ -78,6 +79,9 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
         parser.add_argument("--no-tests", action="store_true", help="skip the recipes' test sections")
         parser.add_argument("--cache-channel", action="append", default=[], metavar="URL", type=shared_channel,
                             help="take a package with the same input hash from this channel instead of building")
+        parser.add_argument("--trusted-key", action="append", default=[], metavar="KEY", type=public_key,
+                            help="take cache hits only when this key signed them (ssh-ed25519 AAAA…, or a .pub file; "
+                                 "repeatable; adds to trusted_keys in orchestrate.toml)")
         parser.add_argument("--offline", action="store_true",
                             help="build from the source cache only (fill it first with `orchestrate fetch`)")
         parser.add_argument("--skip-disk-check", action="store_true",

@@ -14,6 +14,7 @@ from typing import Callable
 from .arch_list import arch_list, first_arch_list
 from .channels import anchored
 from .errors import UserError
+from .key_text import key_file, public_key  # the checkers of sign_key and trusted_keys
 
 CONFIG_FILE = "orchestrate.toml"
 DEFAULT_CHANNEL = "channel"
@@ -49,6 +50,7 @@ class Options:
     offline: bool = False  # build from the source cache only; a missing source is an error before any build
     package_format: str = DEFAULT_PACKAGE_FORMAT
     compression_threads: int | None = None  # zstd threads for conda packages; None: rattler-build's (all cores)
+    trusted_keys: list[str] = field(default_factory=list)  # public keys a cache hit must be signed by (share/signing.py)
 
     def __post_init__(self) -> None:
         if self.source_cache is None:
@@ -319,6 +321,14 @@ CONFIG_KEYS = (
               default=f'`"{DEFAULT_PACKAGE_FORMAT}"`', check=package_format),
     ConfigKey("compression_threads", int, "a whole number of 1 or more, e.g. compression_threads = 4 (leave it out "
               "for all cores)", "zstd threads per package", default="all cores", check=count),
+    ConfigKey("max_package_gib", int, "a whole number of 1 or more, e.g. max_package_gib = 64", "a package larger "
+              "than this (GiB) is set aside before publish indexes the shared channel", default="32", check=count),
+    ConfigKey("trusted_keys", list, 'a list of public keys, e.g. trusted_keys = ["ssh-ed25519 AAAA… ci@team"]', "the "
+              "keys cache hits and `verify` want signatures of ([Signed channels](sharing.md#signed-channels))",
+              default="`[]` (none wanted)", flag="--trusted-key", check=public_key),
+    ConfigKey("sign_key", str, 'a private key file, e.g. sign_key = "~/.ssh/id_ed25519"', "the OpenSSH ed25519 key "
+              "`publish` signs with ([Signed channels](sharing.md#signed-channels))", default="none (unsigned)",
+              flag="--sign-key", check=key_file, in_workspace=True),
 )
 S3_OPTIONS = "s3-options"
 S3_OPTION_KEYS = (  # pixi's keys
@@ -490,6 +500,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         offline=args.offline,
         package_format=config.get("package_format", DEFAULT_PACKAGE_FORMAT),
         compression_threads=config.get("compression_threads"),
+        trusted_keys=[*config.get("trusted_keys", []), *(getattr(args, "trusted_key", None) or [])],
     )
 
 

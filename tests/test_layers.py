@@ -28,7 +28,7 @@ LAYERS = {
     "import_contract": COMMANDS, "lint": COMMANDS,
     "clean": COMMANDS, "pypi": COMMANDS, "resolve": COMMANDS, "neutral": COMMANDS,
     "share": COMMANDS, "share.publish": COMMANDS, "share.serve": COMMANDS, "share.cache": COMMANDS,
-    "share.consumer": COMMANDS, "share.verify": COMMANDS,
+    "share.consumer": COMMANDS, "share.verify": COMMANDS, "share.consumer_verify": COMMANDS,
     "share.page": COMMANDS, "share.page.model": COMMANDS, "share.page.render": COMMANDS, "share.page.plot": COMMANDS,
     "share.page.command": COMMANDS,
     "bump": COMMANDS, "bump.decide": COMMANDS, "bump.torch_group": COMMANDS,
@@ -37,13 +37,15 @@ LAYERS = {
     # Work: build one package, keep the channel, explain a failure, store a shared channel
     "builder": WORK, "benchlog": WORK, "channel": WORK, "diagnose": WORK, "graph": WORK, "estimates": WORK,
     "share.targets": WORK, "share.store": WORK, "share.s3": WORK, "share.credentials": WORK, "share.lookup": WORK,
-    "share.bench": WORK, "share.untrusted": WORK, "release_files": WORK,
+    "share.bench": WORK, "share.untrusted": WORK, "share.signing": WORK, "share.link_scripts": WORK,
+    "share.payload": WORK, "share.package_files": WORK, "release_files": WORK,
     # Declarations: what recipes and tables declare, rendered
     "recipes": DECLARATIONS, "prebuilt": DECLARATIONS, "architectures": DECLARATIONS, "upstreams": DECLARATIONS,
     "sources": DECLARATIONS, "imports": DECLARATIONS, "pypi_table": DECLARATIONS, "input_hash": DECLARATIONS,
     # Base: errors, HTTP, signals, options, output
     "errors": BASE, "web": BASE, "stops": BASE, "channels": BASE, "options": BASE, "crashpoints": BASE,
     "detect": BASE, "arch_list": BASE, "ui": BASE, "package_index": BASE, "yaml_files": BASE, "glibc": BASE,
+    "key_text": BASE,
 }
 
 

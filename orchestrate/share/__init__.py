@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..arch_list import arch_list, arch_names
 from ..errors import UserError
+from ..key_text import key_file, public_key
 from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, PACKAGE_SERVER_SCHEMES, existing_folder, find_workspace, folder,
                        http_url, load_config, location, options_from_args, port, shared_channel)
 
@@ -50,6 +51,17 @@ def _run_serve(args, reporter) -> int:
     return serve(_options(args).channel, args.host, args.port, reporter)
 
 
+def _trusted_key_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--trusted-key", action="append", default=[], metavar="KEY", type=public_key,
+                        help=f"{what} (ssh-ed25519 AAAA…, or a .pub file; repeatable; adds to trusted_keys in "
+                             "orchestrate.toml)")
+
+
+def _trusted(args, config: dict) -> list[str]:
+    """The keys this command trusts: orchestrate.toml's trusted_keys and every --trusted-key."""
+    return [*config.get("trusted_keys", []), *args.trusted_key]
+
+
 def _s3_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--s3-endpoint-url", metavar="URL", type=http_url,
                         help="S3-compatible endpoint, e.g. http://minio:9000 (default: [s3-options.<bucket>] in "
@@ -76,6 +88,10 @@ def _publish_arguments(parser: argparse.ArgumentParser) -> None:
                         help="file:///dir, s3://bucket/channel, prefix://[host/]channel, quetz://host/channel, "
                              "artifactory://host/channel or anaconda://owner[/label]")
     parser.add_argument("--arch", help="publish only this architecture's packages (and the noarch ones)")
+    parser.add_argument("--sign-key", metavar="FILE", type=key_file,
+                        help="sign each package with this OpenSSH ed25519 private key (default: sign_key in "
+                             "orchestrate.toml, else unsigned)")
+    _trusted_key_argument(parser, "keep a channel's copy of one of our packages when this key signed it")
     _s3_arguments(parser)
     parser.add_argument("packages", nargs="*", metavar="PKG", help="only these packages (default: all)")
 
@@ -89,7 +105,7 @@ def _run_publish(args, reporter) -> int:
 
         ArchitectureTable.load(options.variants_dir).get(args.arch)
     options.arch = args.arch  # a filter here, not the build architecture from orchestrate.toml
-    return publish(options, args.to, args.packages, reporter, _s3_flags(args, args.to))
+    return publish(options, args.to, args.packages, reporter, _s3_flags(args, args.to), args.sign_key)
 
 
 def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,6 +115,7 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the architectures to write a pixi platform for (default: those the channel serves); "
                              "one pins the GPU-specific packages to its builds")
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR", help="workspace whose architecture table to use")
+    _trusted_key_argument(parser, "the verify-channel task checks that this key signed every package")
     written = parser.add_mutually_exclusive_group()  # --print writes no file: an --output beside it would be ignored
     written.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
     written.add_argument("--print", dest="print_only", action="store_true", help="print the snippet instead")
@@ -128,11 +145,15 @@ def _run_consumer(args, reporter) -> int:
     name = args.name or output.resolve().parent.name or "rocm-stack"
     text = render_manifest(args.channel, table.get(arch) if arch and table else arch, config, served, served_from,
                            name=name)
+    from .consumer_verify import verify_task_lines
+
+    text += verify_task_lines(args.channel, _trusted(args, config))
     if args.print_only:
         reporter.line(text.rstrip("\n"))
         return 0
     path = write_manifest(text, args.output, args.force)
-    reporter.line(f"wrote {path}: run `pixi install` next to it")
+    reporter.line(f"wrote {path}: next to it, check the channel with `pixi run -e verify verify-channel`, then "
+                  "`pixi install`")
     return 0
 
 
@@ -168,6 +189,7 @@ def _verify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="compare sizes only: no sha256, so nothing is downloaded from a remote channel")
     parser.add_argument("--json", action="store_true", help="write the result as one JSON object, for scripts")
+    _trusted_key_argument(parser, "name every package this key did not sign, as it is")
     parser.add_argument("--quiet", "-q", action="store_true", help="problems and the verdict only")
     _s3_arguments(parser)
 

@@ -5,6 +5,11 @@ only the one package whose input hash matches. Before it enters the local channe
 match, byte for byte, the sha256 in the remote index and in the manifest, and the input hash recorded
 inside it (about.json extra.orchestrate.input_hash); anything else is an error that names the package
 and the channel, and the download is deleted.
+
+A reader who names trusted keys (`trusted_keys`, `--trusted-key`; signing.py) takes only a package whose
+record (file, sha256, size, input hash) a trusted key signed: its signature is read before the download, and
+the download must be the bytes signed. And a hit may hold only the link and activation scripts its local recipe
+declares (link_scripts.py). A package refused for either is named in a warning and built here instead.
 """
 from __future__ import annotations
 
@@ -18,8 +23,10 @@ from ..options import Options, load_config
 from ..recipes import Output
 from ..ui import Reporter
 from .bench import Bench, recorded_in
+from .link_scripts import scripts_in, undeclared
 from .lookup import read_lookup
 from .publish import remote_sha256s
+from .signing import PublicKey, judge, plain_http_risk, trusted_keys
 from .store import FolderStore
 from .targets import Store, reader_for
 from .untrusted import Refused, why_of
@@ -29,10 +36,13 @@ INDEX = "noarch/repodata.json"  # every channel has it, even one without noarch 
 
 
 class RemoteCache:
-    def __init__(self, url: str, store: Store, reporter: Reporter, known: list[str] | None = None):
-        """`known`: the architecture table's names; what the channel holds is checked against them."""
+    def __init__(self, url: str, store: Store, reporter: Reporter, known: list[str] | None = None,
+                 keys: list[PublicKey] | None = None):
+        """`known`: the architecture table's names; what the channel holds is checked against them. `keys`: the
+        keys a hit must be signed by (none: signatures are not asked for)."""
         self.description = url
         self.store = store
+        self.keys = keys or []
         require_channel(url, store)
         self.known = known
         self.reporter = reporter
@@ -61,6 +71,11 @@ class RemoteCache:
         indexed_sha = self.listed().get(entry.file)
         if indexed_sha is None:
             return None  # in the manifest but not (yet) in the index: not published, so not a hit
+        if self.keys:  # before the download: an unsigned package is not fetched at all
+            verdict = judge(self.store, entry.file, self.keys, indexed_sha, input_hash=output.input_hash)
+            if not verdict.ok:
+                self._refuse(entry.file, verdict.problem)
+                return None
         subdir, filename = entry.file.split("/", 1)
         folder = into / DOWNLOADS / subdir
         folder.mkdir(parents=True, exist_ok=True)
@@ -73,10 +88,20 @@ class RemoteCache:
                 raise UserError(f"{entry.file} in cache channel {self.description} is refused ({why_of(exc, entry.file)}): "
                                 "remove it there and re-publish, or drop that --cache-channel") from None
             self._verify(partial, entry, indexed_sha, output)
+            scripts = undeclared(scripts_in(partial), output.recipe_path.parent)
+            if scripts:
+                self._refuse(entry.file, f"it holds {', '.join(scripts[:4])}, which its recipe "
+                             f"{output.recipe_path.parent.name} does not make: a script that would run in this "
+                             "build's environments, added after the package was built")
+                return None
             partial.replace(package)
         finally:
             partial.unlink(missing_ok=True)
         return package, replace(entry, source=self.description)
+
+    def _refuse(self, file: str, why: str) -> None:
+        self.reporter.error(f"warning: not taking {file} from cache channel {self.description}: {why}; building it "
+                            f"here instead (`orchestrate verify --from {self.description}` checks the channel)")
 
     def benchmarks(self, file: str) -> list[Bench]:
         """A store that cannot list (HTTP) gives none: its records cannot be found."""
@@ -122,14 +147,19 @@ def caches_for(options: Options) -> list[RemoteCache]:
     reporter = Reporter(quiet=options.quiet)
     config = load_config(options.workspace)
     known = ArchitectureTable.load(options.variants_dir).names() if options.cache_channels else None
-    return [_cache(url, config, reporter, known) for url in options.cache_channels]
+    keys = trusted_keys(options.trusted_keys, "trusted_keys (orchestrate.toml, --trusted-key)")
+    for url in options.cache_channels:
+        if risk := plain_http_risk(url, bool(keys)):
+            reporter.error(f"warning: cache channel {risk}")
+    return [_cache(url, config, reporter, known, keys) for url in options.cache_channels]
 
 
-def _cache(url: str, config: dict, reporter: Reporter, known: list[str] | None) -> RemoteCache:
+def _cache(url: str, config: dict, reporter: Reporter, known: list[str] | None,
+           keys: list[PublicKey] | None = None) -> RemoteCache:
     """The cache channel, or one line that names it: a server that does not answer, credentials refused or missing
     say which cache channel they are about, as a missing folder does."""
     try:
-        return RemoteCache(url, reader_for(url, config), reporter, known)
+        return RemoteCache(url, reader_for(url, config), reporter, known, keys)
     except UserError as exc:
         said = str(exc)
         raise UserError(said if said.startswith(f"cache channel {url}") else f"cache channel {url}: {said}, {DROP}"

@@ -102,7 +102,8 @@ def read_lookup(store, known: list[str] | None = None) -> Lookup:
     lookup.in_manifest = set(manifest)
     for relpath in store.list(LOOKUP_DIR) or []:
         if not relpath.endswith(SUFFIX):
-            if ".bench/" not in relpath:  # no lookup entry, no bench record: a symlinked folder is refused here
+            if ".bench/" not in relpath and ".sig/" not in relpath:  # no entry, bench record or signature: a
+                # symlinked folder is refused here (signatures are read by signing.py, bench records by bench.py)
                 try:
                     store.size(relpath)
                 except Refused as exc:

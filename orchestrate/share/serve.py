@@ -6,9 +6,18 @@ then everyone who can reach the machine can download every package. Hidden files
 .superseded/ backups, uploads in progress) are never served, nor a symlink unless it leads to a visible file
 inside the channel. A path with a NUL or another control character, or bytes that are no UTF-8, gets 400; a
 client that goes away mid-download is one log line.
+
+Bounded: a connection that sends nothing for IDLE_TIMEOUT_S is closed, and at most MAX_CONNECTIONS are open at
+once; at the cap a new connection closes the one that has waited longest without sending a whole request (about
+1,020 idle connections starved the server and spun it at 100% CPU: attack a09 of issue 37), and when every one is
+busy with a request it is answered 503 at once.
+
+Plain HTTP: for loopback and a LAN you trust. Anyone on the path reads and can change what is fetched; put TLS
+in front of it for anything else (docs/sharing.md, "Serving over TLS"), and have readers name trusted keys.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import ipaddress
 import os
@@ -16,6 +25,8 @@ import posixpath
 import signal
 import socket
 import sys
+import threading
+import time
 import urllib.parse
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,9 +39,13 @@ from .untrusted import Refused, bad_characters, open_file
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+IDLE_TIMEOUT_S = 30  # a connection silent this long (no request, or a stalled read or write) is closed
+MAX_CONNECTIONS = 128  # open at once; far below the usual 1024 descriptors
 
 
 class ChannelRequestHandler(SimpleHTTPRequestHandler):
+    timeout = IDLE_TIMEOUT_S  # socket timeout: an idle or stalled client is dropped, never waited for forever
+
     def __init__(self, *args, reporter: Reporter, **kwargs):
         self.reporter = reporter
         super().__init__(*args, **kwargs)
@@ -54,6 +69,18 @@ class ChannelRequestHandler(SimpleHTTPRequestHandler):
         if os.path.commonpath([root, target]) != root:
             return 404
         return 404 if any(part.startswith(".") for part in os.path.relpath(target, root).split(os.sep)) else None
+
+    def parse_request(self) -> bool:
+        whole = super().parse_request()
+        if whole:  # its request line and headers are in: no longer idle (a client dribbling headers still is)
+            self.server.busy(self.connection, True)
+        return whole
+
+    def handle_one_request(self):
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.busy(self.connection, False)
 
     def do_GET(self):
         status = self._refusal()
@@ -114,6 +141,62 @@ class ChannelRequestHandler(SimpleHTTPRequestHandler):
 
 class ChannelServer(ThreadingHTTPServer):
     reporter: Reporter
+    max_connections = MAX_CONNECTIONS
+    request_queue_size = 128  # the listen backlog: socketserver's 5 made each of many connections wait for a retry
+
+    def __init__(self, *args, **kwargs):
+        self._open: dict[socket.socket, list] = {}  # connection -> [idle since, busy with a request]
+        self._open_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def busy(self, connection, busy: bool) -> None:
+        """Whether `connection` is busy with a request; idle again, it is idle since now."""
+        with self._open_lock:
+            if connection in self._open:
+                self._open[connection] = [self._open[connection][0] if busy else time.monotonic(), busy]
+
+    def process_request(self, request, client_address):
+        """At the cap: close the connection idle longest to make room, or answer 503 when all are busy."""
+        victim, full = None, False
+        with self._open_lock:
+            if len(self._open) >= self.max_connections:
+                idle = [(since, conn) for conn, (since, busy) in self._open.items() if not busy]
+                victim = min(idle, key=lambda pair: pair[0])[1] if idle else None
+                full = victim is None
+                if victim is not None:
+                    del self._open[victim]
+            if not full:
+                self._open[request] = [time.monotonic(), False]
+        if full:
+            self._refuse_busy(request)
+            return
+        if victim is not None:
+            try:
+                victim.shutdown(socket.SHUT_RDWR)  # its handler's read returns; the handler closes it
+            except OSError:
+                pass
+        super().process_request(request, client_address)
+
+    def get_request(self):
+        try:
+            return super().get_request()
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):  # out of descriptors: wait a moment, never spin on accept
+                time.sleep(0.1)
+            raise
+
+    def _refuse_busy(self, request) -> None:
+        try:
+            request.settimeout(1)
+            request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nRetry-After: 5\r\nContent-Length: 0\r\n\r\n")
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def shutdown_request(self, request):
+        with self._open_lock:
+            self._open.pop(request, None)
+        super().shutdown_request(request)
 
     def handle_error(self, request, client_address):
         """One line, never a traceback: a client that went away mid-download (or any other failed request)."""
@@ -165,6 +248,9 @@ def serve(channel_path: Path, host: str, port: int, reporter: Reporter) -> int:
         note = "; if they cannot resolve this machine's name, use its address on their network" if every_address else ""
         reporter.line(f"teammates: orchestrate consumer-manifest --channel {teammate_url.rstrip('/')}   (Ctrl-C "
                       f"stops{note})")
+        reporter.line("plain HTTP: anyone on the network path can read and change what teammates download; keep it to "
+                      "a LAN you trust, or put TLS in front of it (docs/sharing.md, Serving over TLS), and have "
+                      "readers name your signing key with --trusted-key")
     sys.stdout.flush()  # a supervisor or test reading the URL from a pipe must see it now
     try:
         server.serve_forever()

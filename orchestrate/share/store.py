@@ -23,12 +23,14 @@ from typing import Callable, Iterator
 
 from ..channel import PACKAGE_SUFFIXES, LockBusy, release_lock, take_lock
 from ..errors import UserError
-from .untrusted import (MAX_INDEX_BYTES, MAX_PATH_PARTS, Refused, archive_problem, channel_relpath, copy_out, open_file, open_folder,
+from .package_files import archive_problem, size_problem
+from .untrusted import (MAX_INDEX_BYTES, MAX_PATH_PARTS, Refused, channel_relpath, copy_out, open_file, open_folder,
                         read_in, read_json, remove_in, shown, stat_in, unique_suffix, write_in)
 
 INDEX_LOCK = ".orchestrate-index.lock"
 REFUSED_DIR = ".refused"  # package files the indexer could not read, set aside before indexing
 PLATFORM = re.compile(r"^(noarch|[a-z]+-[a-z0-9_]+)\Z")  # a subdir rattler's indexer indexes
+DEFAULT_MAX_PACKAGE_GIB = 32  # a package larger than this is set aside before indexing (max_package_gib)
 LOCK_WAIT_S = 600  # indexing a large channel takes a while; a publisher waits this long for another one
 STAGED_SUFFIX = ".incoming"
 STALE_STAGED_S = 24 * 3600  # a private copy untouched this long belongs to a publish that was killed
@@ -39,6 +41,7 @@ class Store:
 
     url: str
     writable = False
+    max_package_bytes = DEFAULT_MAX_PACKAGE_GIB << 30  # publish sets orchestrate.toml's max_package_gib
 
     def read(self, relpath: str, limit: int = MAX_INDEX_BYTES) -> bytes | None:
         """The file's bytes, or None when the channel does not have it; untrusted.Refused when `relpath` is no
@@ -93,8 +96,9 @@ class Store:
 
     def set_aside_unreadable(self, force: bool) -> list[str]:
         """Before indexing: each package file that rattler's indexer would read (one its subdir's index does not
-        list yet, or any with `force`) and could not (untrusted.archive_problem), moved into REFUSED_DIR/<subdir>/
-        (hidden, never served, nothing lost), so that one junk file stops no publish. A line for each."""
+        list yet, or any with `force`) and could not, or that is too large or sparse (package_files.py), moved into
+        REFUSED_DIR/<subdir>/ (hidden, never served, nothing lost), so that one junk file stops no publish. A line
+        for each."""
         found = []
         for subdir in self._platform_subdirs():
             try:
@@ -108,7 +112,8 @@ class Store:
                 if "/" in name or name.startswith(".") or not name.endswith(PACKAGE_SUFFIXES) or name in listed:
                     continue
                 with self._open_package(relpath) as file:
-                    why = archive_problem(file, relpath) if file is not None else None
+                    why = (size_problem(file, relpath, self.max_package_bytes) or archive_problem(file, relpath)
+                           if file is not None else None)
                 if why:
                     aside = f"{REFUSED_DIR}/{relpath}.{unique_suffix()}"
                     self._move_aside(relpath, aside)

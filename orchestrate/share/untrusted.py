@@ -30,7 +30,6 @@ import socket
 import stat
 import time
 import urllib.parse
-import zipfile
 from dataclasses import MISSING, fields
 from pathlib import Path
 
@@ -235,22 +234,6 @@ def remove_in(root: Path, relpath: str, older_than_s: float) -> bool:
         return True
     finally:
         os.close(folder)
-
-
-def archive_problem(file, relpath: str) -> str | None:
-    """Why the package file `relpath` (open as `file`, a seekable binary file) is no archive that rattler's indexer
-    can read (it panics on a .conda that is no zip: one junk file would stop every publish), or None. Reads the
-    zip's directory at the end of the file, not the file."""
-    if relpath.endswith(".tar.bz2"):
-        return None if file.read(3) == b"BZh" else "not a bzip2 archive"
-    try:
-        with zipfile.ZipFile(file) as archive:
-            names = archive.namelist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
-        return f"not a zip archive ({' '.join(str(exc).split())[:80]})"
-    if not any(n.startswith("info-") and n.endswith(".tar.zst") for n in names):
-        return "a zip without the info-*.tar.zst of a .conda package"
-    return None
 
 
 def unique_suffix() -> str:

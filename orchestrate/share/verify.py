@@ -9,6 +9,9 @@ file://, s3://, http(s)://), one problem per line, each naming the file and what
   - every benchmark result the channel records (bench.py) is there, with the recorded sha256, and is a
     document the channel's page can read; a result without a record, or the record of a package the index no
     longer lists, is a note (the page leaves the latter out).
+  - with trusted keys (`trusted_keys`, `--trusted-key`; signing.py): every listed package is signed by one of
+    them, as the index lists it and the lookup records it; without, every signature the channel holds still
+    matches the package it signs (a package swapped after signing is named either way).
 A clean channel exits 0, any problem 1; `--json` writes the same as one JSON object for scripts.
 """
 from __future__ import annotations
@@ -23,11 +26,12 @@ from pathlib import Path
 from ..architectures import ArchitectureTable
 from ..channel import LOOKUP_DIR, MANIFEST, PACKAGE_SUFFIXES, SUBDIRS, Channel
 from ..errors import UserError
-from ..options import find_workspace
+from ..options import find_workspace, load_config
 from ..ui import Reporter
 from .bench import BENCH_DIR, all_records, channel_documents, package_of_record, read_record, sha256_bytes
 from .lookup import read_index, read_lookup
 from .page.model import unreadable
+from .signing import PublicKey, all_signatures, differences, judge, plain_http_risk, read_signature, trusted_keys
 from .store import FolderStore, Store
 from .untrusted import MAX_JSON_BYTES, Refused, channel_relpath, json_object, shown, why_of
 
@@ -143,7 +147,7 @@ class Fixes:
 
 
 def verify(store: Store, local: bool, quick: bool = False, known: list[str] | None = None,
-           channel_arg: str = "") -> Verification:
+           channel_arg: str = "", keys: list[PublicKey] | None = None) -> Verification:
     """Check every claim the channel's index and lookup make against the files it holds, and name every file
     that a reader (the page, a cache build) refuses (untrusted.py); `known`: the architecture table's names;
     `channel_arg`: the --channel flag a local channel's fixes need."""
@@ -193,6 +197,12 @@ def verify(store: Store, local: bool, quick: bool = False, known: list[str] | No
                 file, "wrong-entry", f"the build-cache lookup records sha256 {str(entry.get('sha256'))[:12]}…, "
                 f"the index {str(listed[file].get('sha256'))[:12]}…", fixes.wrong_entry(file)))
     _check_benches(store, quick, fixes, result, listed, known)
+    if local:
+        if keys:
+            result.notes.append("a local channel holds no signatures (`orchestrate publish --sign-key` signs what it "
+                                "publishes): trusted keys are checked on shared channels, with --from")
+    else:
+        _check_signatures(store, listed, lookup.entries, keys or [], result)
     _check_paths(store, fixes, result)
     if quick:
         result.notes.append("--quick: sizes compared, sha256 not")
@@ -256,6 +266,48 @@ def _check_benches(store: Store, quick: bool, fixes: Fixes, result: Verification
                                 f"stopped between the two): {fixes.unrecorded(bench)}")
 
 
+SIGNATURE_FIX = ("do not install from the channel until it is explained: whoever built the package publishes it "
+                 "again with their --sign-key; a package someone else put there, remove")
+
+
+def _check_signatures(store: Store, listed: dict, entries: dict, keys: list[PublicKey], result: Verification) -> None:
+    """With `keys`: each listed package signed by one of them, as listed (signing.judge). Without: each signature
+    the channel holds matches its package, and a note says who signed what."""
+    named = {p.file for p in result.problems}
+    signers: dict[str, int] = {}
+    signed = all_signatures(store) if not keys else {}
+    if signed is None:
+        return  # HTTP: without trusted keys, no signature file can be found
+    for file, record in sorted(listed.items()):
+        input_hash = (entries.get(file) or {}).get("input_hash")
+        if keys:
+            verdict = judge(store, file, keys, record.get("sha256"), record.get("size"), input_hash)
+            if not verdict.ok:
+                result.problems.append(Problem(file, verdict.kind, verdict.problem, SIGNATURE_FIX))
+            continue
+        for signature in filter(None, (read_signature(store, path, file) for path in signed.get(file, []))):
+            if signature.why or not signature.valid:
+                if signature.path not in named:
+                    result.problems.append(Problem(signature.path, "refused-signature", "refused: " + (
+                        signature.why.split(": ", 1)[-1] if signature.why else "its signature does not verify under "
+                        "the key it names (forged, or damaged)"), f"remove {shown(signature.path)} there"))
+                continue
+            wrong = differences(signature.record, record.get("sha256"), record.get("size"), input_hash)
+            if wrong:
+                result.problems.append(Problem(file, "signed-record-differs", f"differs from what {signature.key.name} "
+                                               f"signed ({'; '.join(wrong)}): it was replaced after signing",
+                                               SIGNATURE_FIX))
+            else:
+                signers[signature.key.name] = signers.get(signature.key.name, 0) + 1
+    if not keys and signers:  # an unsigned channel's output stays as it was
+        by = "; ".join(f"{count} by {name}" for name, count in sorted(signers.items()))
+        unsigned = sorted(set(listed) - set(signed))
+        some = f"; unsigned: {', '.join(shown(f) for f in unsigned[:5])}{', …' if len(unsigned) > 5 else ''}" \
+            if unsigned else ""
+        result.notes.append(f"no trusted keys named, so signatures are not required ({by}{some}): pass --trusted-key "
+                            "(or set trusted_keys) to name every package your team's keys did not sign")
+
+
 def refused(why, file: str) -> str:
     """A reader's refusal as a problem's detail: the line already starts with the file."""
     return "refused: " + why_of(why, file)
@@ -287,16 +339,16 @@ def _unreadable(data: bytes, bench: str) -> str | None:
         return str(exc)
 
 
-def _verify_locked(store, quick: bool = False, known: list[str] | None = None,
-                   channel_arg: str = "") -> Verification:
+def _verify_locked(store, quick: bool = False, known: list[str] | None = None, channel_arg: str = "",
+                   keys: list[PublicKey] | None = None) -> Verification:
     """The local channel, under its lock: a build adding a package right now would show as a problem. A
     folder that is not a channel, or that we may not write, is read without it (and left as it was)."""
     channel = Channel(store.path)
     if not channel.is_channel() or not os.access(channel.path, os.W_OK):
-        return verify(store, True, quick, known, channel_arg)
+        return verify(store, True, quick, known, channel_arg, keys)
     channel.lock("orchestrate verify")
     try:
-        return verify(store, True, quick, known, channel_arg)
+        return verify(store, True, quick, known, channel_arg, keys)
     finally:
         channel.unlock()
 
@@ -330,15 +382,30 @@ def _architectures(args) -> list[str] | None:
         return None
 
 
+def _trusted(args) -> list[PublicKey]:
+    """orchestrate.toml's trusted_keys (where there is a workspace) and every --trusted-key."""
+    try:
+        config = load_config((args.workspace or find_workspace(Path.cwd())).resolve())
+    except UserError:
+        if args.workspace:
+            raise
+        config = {}
+    return trusted_keys([*config.get("trusted_keys", []), *getattr(args, "trusted_key", [])],
+                        "trusted_keys (orchestrate.toml, --trusted-key)")
+
+
 def run(args, reporter: Reporter, open_store: Callable[[], tuple[Store, bool]]) -> int:
     """The command: one line per problem (stdout), or --json; exit 0 when clean, 1 with problems, and one
     error line (2) when the channel cannot be read at all. `open_store` gives the store and whether it is
     the local channel (whose fixes are build-all's)."""
     known = _architectures(args)
     try:
+        keys = _trusted(args)
         store, local, *channel_arg = open_store()  # and, for a --channel DIR, the flag its fixes need
-        result = (_verify_locked(store, args.quick, known, *channel_arg) if local
-                  else verify(store, local, args.quick, known))
+        if not local and (risk := plain_http_risk(store.url, bool(keys))):
+            reporter.error(f"warning: {risk}")
+        result = (_verify_locked(store, args.quick, known, *(channel_arg or [""]), keys) if local
+                  else verify(store, local, args.quick, known, keys=keys))
         if known is None:
             result.notes.append("no workspace here: architecture names are checked by their shape, not against "
                                 "an architecture table (run verify in a workspace, or pass --workspace)")
