@@ -4,8 +4,31 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+from pathlib import Path
 
 from .errors import UserError
+
+ARCH_ENV = "ORCHESTRATE_ARCH"
+ARCH_HELP = (f"GPU architecture, e.g. gfx1151, or several: gfx942,gfx950 (default: orchestrate.toml's arch, else "
+             f"${ARCH_ENV}, else detected)")
+
+
+def _arch_sources(flag: str | None, config: dict, config_file: Path) -> list[tuple[str | None, str]]:
+    written = ",".join(w) if isinstance(w := config.get("arch"), list) else w  # orchestrate.toml's: a list
+    return [(flag, ""), (written, f"{config_file}: arch"), (os.environ.get(ARCH_ENV), f"${ARCH_ENV}")]
+
+
+def archs_from(flag: str | None, config: dict, config_file: Path) -> list[str]:
+    """Every architecture a command is given: --arch, else `config_file`'s (orchestrate.toml's) arch, else
+    $ORCHESTRATE_ARCH, split at commas; [] leaves it to detection."""
+    return first_arch_list(_arch_sources(flag, config, config_file))
+
+
+def arch_given_by(flag: str | None, config: dict, config_file: Path) -> str:
+    """Where archs_from's architectures are written (the file and key, or the variable), so that an unknown one is
+    named there; "" for --arch, which the error names itself."""
+    return next((where for value, where in _arch_sources(flag, config, config_file) if value), "")
 
 
 def arch_list(text: str) -> str:

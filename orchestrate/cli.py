@@ -14,9 +14,9 @@ from .architectures import ArchitectureTable, choose_arch, stale_variant_files, 
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import FAILED_BUILDS_PAGE, BuildFailed, DiskFull, UserError, is_disk_full
-from .arch_list import arch_list, per_arch
+from .arch_list import ARCH_HELP, arch_list, per_arch
 from .key_text import public_key
-from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
+from .options import (ARCH_ENV, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
                       compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
                       options_from_args, shared_channel, source_channel)
 from .share import COMMANDS as SHARING

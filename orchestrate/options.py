@@ -11,14 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .arch_list import arch_list, first_arch_list
+from .arch_list import ARCH_ENV, arch_given_by, arch_list, archs_from
 from .channels import anchored
 from .errors import UserError
 from .key_text import key_file, public_key  # the checkers of sign_key and trusted_keys
 
 CONFIG_FILE = "orchestrate.toml"
 DEFAULT_CHANNEL = "channel"
-ARCH_ENV = "ORCHESTRATE_ARCH"
 DEFAULT_SOURCE_CHANNELS = ("conda-forge",)
 # GiB of memory one compile job may take: PyTorch and CK translation units reach 3-4 GiB each.
 GIB_PER_JOB = 4
@@ -442,32 +441,12 @@ def parse_variant_overrides(items: list[str]) -> dict[str, str]:
 ARGUMENT_DEFAULTS = {"arch": None, "variant": [], "source_channel": None, "no_source_channels": False,
                      "quiet": False, "source_cache": None, "cache_channel": [], "keep_going": False, "dry_run": False,
                      "jobs": None, "compiler_launcher": None, "no_tests": False, "offline": False}
-ARCH_HELP = (f"GPU architecture, e.g. gfx1151, or several: gfx942,gfx950 (default: orchestrate.toml's arch, else "
-             f"${ARCH_ENV}, else detected)")
-
-
-def _arch_sources(flag: str | None, config: dict, workspace: Path) -> list[tuple[str | None, str]]:
-    written = ",".join(w) if isinstance(w := config.get("arch"), list) else w  # orchestrate.toml's: a list
-    return [(flag, ""), (written, f"{workspace / CONFIG_FILE}: arch"), (os.environ.get(ARCH_ENV), f"${ARCH_ENV}")]
-
-
-def archs_from(flag: str | None, config: dict, workspace: Path = Path()) -> list[str]:
-    """Every architecture a command is given (arch_from's source, split at commas); [] leaves it to detection."""
-    return first_arch_list(_arch_sources(flag, config, workspace))
-
-
 def arch_from(flag: str | None, config: dict) -> str | None:
     """The architecture a command is given: --arch, else orchestrate.toml's arch, else $ORCHESTRATE_ARCH (the first,
     where several are given: `pins` reads one architecture's pins); None leaves it to detection
-    (architectures.choose_arch). With archs_from, the one reader of ORCHESTRATE_ARCH for every command whose --arch
-    help names it (ARCH_HELP)."""
-    return next(iter(archs_from(flag, config)), None)
-
-
-def arch_given_by(flag: str | None, config: dict, workspace: Path) -> str:
-    """Where arch_from's architecture is written (the file and key, or the variable), so that an unknown one is
-    named there; "" for --arch, which the error names itself."""
-    return next((where for value, where in _arch_sources(flag, config, workspace) if value), "")
+    (architectures.choose_arch). With arch_list.archs_from, the one reader of ORCHESTRATE_ARCH for every command
+    whose --arch help names it (ARCH_HELP)."""
+    return next(iter(archs_from(flag, config, Path(CONFIG_FILE))), None)
 
 
 def options_from_args(args: argparse.Namespace) -> Options:
@@ -484,9 +463,9 @@ def options_from_args(args: argparse.Namespace) -> Options:
     return Options(
         workspace=workspace,
         channel=channel.resolve(),
-        arch=next(iter(archs := archs_from(args.arch, config, workspace)), None),
+        arch=next(iter(archs := archs_from(args.arch, config, workspace / CONFIG_FILE)), None),
         archs=archs,
-        arch_given_by=arch_given_by(args.arch, config, workspace),
+        arch_given_by=arch_given_by(args.arch, config, workspace / CONFIG_FILE),
         source_channels=list(sources),
         cache_channels=list(args.cache_channel or [anchored(c, workspace) for c in config.get("cache_channels", [])]),
         variant_overrides=parse_variant_overrides(args.variant),
