@@ -230,7 +230,7 @@ def cmd_build(args, reporter: Reporter) -> int:
             plan = _make_plan(args, options)
             runner.explain_lost(plan, recovery)
             runner.block(plan, blocked)
-        runner.check_sources_pinned(plan)
+        _say_unlocked(runner.block_unpinned(plan), reporter, "built")
         if any(s.state == runner.BUILD for s in plan.steps):
             SourceCache(options.source_cache).ensure_writable()
         if options.offline:
@@ -245,6 +245,15 @@ def cmd_build(args, reporter: Reporter) -> int:
     runner.summarize(steps, reporter, plan.arch.name)
     runner.raise_if_failed(steps)
     return 0
+
+
+def _say_unlocked(reasons: dict[str, str], reporter: Reporter, verb: str) -> None:
+    """One line per package that needs a file the lock does not pin, then which go on without them."""
+    for why in reasons.values():
+        reporter.error(f"error: {why}")
+    if reasons:
+        reporter.error(f"not locked: {', '.join(reasons)} will not be {verb} (run `orchestrate pins --lock` where "
+                       f"AMD's index answers); the packages that need no unlocked file go on")
 
 
 def _write_page(channel: Channel, options: Options, reporter: Reporter) -> None:
@@ -320,8 +329,10 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     unresolved = fetch.unresolved_requirements(plans, options) if args.solve else []
     for line in unresolved:
         reporter.error(f"error: {line}")
-    for plan in plans:  # a file without a sha256 is never downloaded
-        runner.check_sources_pinned(plan)
+    not_locked: dict[str, str] = {}
+    for plan in plans:  # a file without a sha256 is never downloaded; the packages that need none are fetched
+        not_locked.update(runner.block_unpinned(plan, dependents=False))
+    _say_unlocked(not_locked, reporter, "fetched")
     reporter.info(f"source cache: {options.source_cache}")
     results = []
     with clean.work_area(options):
@@ -332,6 +343,7 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     failed = [r for r in results if r.state == fetch.FAILED]
     problems = [f"{len(failed)} source(s) failed"] if failed else []
     problems += [f"{len(unresolved)} requirement(s) cannot be resolved"] if unresolved else []
+    problems += [f"{len(not_locked)} package(s) need files not locked"] if not_locked else []
     if problems:
         raise UserError(f"{' and '.join(problems)} (see above): fix them before building")
     return 0

@@ -24,9 +24,9 @@ from . import prebuilt as amd
 from . import web
 from .architectures import ArchitectureTable
 from .errors import UserError
-from .options import ARCH_ENV, Options, arch_from, existing_folder, find_workspace, load_config, seconds
+from .options import ARCH_ENV, Options, _source_cache, arch_from, existing_folder, find_workspace, load_config, seconds
 from .release_files import ReadError, World, requirements_on
-from .sources import ZERO_SHA256, Source
+from .sources import ZERO_SHA256, Source, SourceCache
 from .ui import Reporter
 from .yaml_files import read_mapping
 from .web import DEFAULT_PYPI_URL, PYPI_URL_ENV, Unreachable
@@ -112,23 +112,29 @@ def run(args, reporter: Reporter) -> int:
     return 0 if report["ok"] else 1
 
 
-def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = package_index.DEFAULT_TIMEOUT) -> list[str]:
-    """`pins --lock`: read the index, write the lock, say what could not be locked (one line each)."""
+def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = package_index.DEFAULT_TIMEOUT,
+                   source_cache: Path | None = None) -> list[str]:
+    """`pins --lock`: read the index, write the lock, say what could not be locked (one line each). A file the
+    index lists without a hash is downloaded once into the source cache (the workspace's, or orchestrate.toml's)."""
     variants = workspace / "variants"
     prebuilt = amd.Prebuilt.load(variants)
     if prebuilt is None:
         raise UserError(f"{variants / amd.PREBUILT_FILE} does not exist: nothing to lock (it declares AMD's artifacts)")
     table = ArchitectureTable.load(variants)
     shared = read_mapping(variants / "shared.yaml")
+    cache = SourceCache(source_cache or _source_cache(load_config(workspace), workspace)
+                        or Options(workspace, workspace).source_cache)
     # what the declarations' templates may name: the pins, and each architecture's own keys (torch_device_family)
-    result = amd.lock(prebuilt, table.names(), lambda arch: {**shared, **table.get(arch).variant_keys()}, timeout)
+    result = amd.lock(prebuilt, table.names(), lambda arch: {**shared, **table.get(arch).variant_keys()}, timeout,
+                      download=amd.downloader(cache, timeout, reporter.info))
     path = amd.write_lock(prebuilt, result, table.names())
-    locked = sum(1 for e in result.entries.values() for x in (e.values() if isinstance(e, dict) else [e])
-                 if isinstance(x, amd.Locked))
+    pinned = [x for e in result.entries.values() for x in (e.values() if isinstance(e, dict) else [e])
+              if isinstance(x, amd.Locked)]
     absent = {key: [arch for arch, x in e.items() if isinstance(x, amd.Absent)]
               for key, e in result.entries.items() if isinstance(e, dict)}
-    count = sum(len(archs) for archs in absent.values())
-    reporter.line(f"wrote {path}: {locked} file(s) pinned by sha256 from {prebuilt.index}"
+    count, computed = sum(len(archs) for archs in absent.values()), sum(amd.COMPUTED in x.evidence for x in pinned)
+    reporter.line(f"wrote {path}: {len(pinned)} file(s) pinned by sha256 from {prebuilt.index}"
+                  + (f" ({computed} computed by download)" if computed else "")
                   + (f", {count} absent" if count else "") + "; commit it")
     for key, archs in absent.items():
         if archs:
@@ -149,7 +155,7 @@ def lock_first(options: Options, plan, reporter: Reporter) -> bool:
     reporter.line(f"locking AMD artifacts from {prebuilt.index}: variants/{amd.LOCK_FILE} does not pin every file "
                   "this build downloads")
     try:
-        lock_workspace(options.workspace, reporter)
+        lock_workspace(options.workspace, reporter, source_cache=options.source_cache)
     except UserError as exc:
         raise UserError(f"{exc} (or run `{amd.LOCK_COMMAND}` where the index can be reached and commit "
                         f"variants/{amd.LOCK_FILE})") from None

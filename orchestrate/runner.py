@@ -199,6 +199,26 @@ def check_sources_pinned(plan: Plan) -> None:
         raise UserError(_unpinned_text(*missing[0]) + more)
 
 
+def block_unpinned(plan: Plan, dependents: bool = True) -> dict[str, str]:
+    """No download without a checksum, and no stop for the packages that need none (issue 36): each package with a
+    url source the lock does not pin yet is blocked, with (`dependents`, for a build) every package that needs it;
+    the rest go on. Their reasons, by package; nothing left to build or fetch is the one line check_sources_pinned
+    says."""
+    reasons: dict[str, str] = {}
+    for package, source in unpinned_sources(plan.steps):
+        reasons.setdefault(package, _unpinned_text(package, source))
+    if not reasons:
+        return {}
+    for step in plan.steps if dependents else []:  # in build order: what a blocked package's dependents need comes first
+        needs = sorted(step.output.requires & set(reasons))
+        if step.state == BUILD and step.output.name not in reasons and needs:
+            reasons[step.output.name] = f"needs {', '.join(needs)}, whose files are not locked"
+    if all(s.output.name in reasons for s in plan.steps if s.state == BUILD):
+        check_sources_pinned(plan)
+    block(plan, reasons)
+    return reasons
+
+
 def expected_total(plan: Plan) -> tuple[float, int]:
     """Seconds the plan's builds are expected to take, and how many builds have no estimate."""
     estimates = [s.estimate for s in plan.steps if s.state == BUILD and s.estimate]
@@ -469,4 +489,4 @@ def raise_if_failed(steps: list[Step]) -> None:
         raise BuildFailed(f"{failed} package(s) failed")
     if bad:
         raise BuildFailed(f"{len(bad)} package(s) were not built: their requirements, or those of a package they "
-                          "need, cannot be resolved (see the summary)")
+                          "need, cannot be resolved, or their files are not locked (see the summary)")

@@ -9,9 +9,13 @@ missing); rattler-build does all fetching, verifying and patching.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import shutil
+import tarfile
 import tempfile
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,6 +111,105 @@ class SourceCache:
             if matched and (self.path / str(record.get("cache_path") or "")).exists():
                 return True
         return False
+
+
+# rattler-build unpacks a url source with one of these endings (and no file_name) into `<key>_extracted`; any
+# other file it keeps whole (crates/rattler_build_source_cache/src/cache.rs, is_archive, at v0.73.0)
+ARCHIVE_ENDINGS = (".tar.gz", ".tgz", ".taz", ".tar.bz2", ".tbz", ".tbz2", ".tz2", ".tar.lzma", ".tlz", ".tar.xz",
+                   ".txz", ".tar.zst", ".tzst", ".tar.Z", ".taZ", ".tar", ".zip", ".7z")
+
+
+def kept_whole(url: str) -> bool:
+    """Whether rattler-build keeps this url source as the file it is (a wheel), rather than unpacking it."""
+    name = urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1]
+    return not name.endswith(ARCHIVE_ENDINGS)
+
+
+def url_cache_key(url: str, sha256: str) -> str:
+    """rattler-build's key for a url source pinned by one sha256: Rust's DefaultHasher (SipHash-1-3, zero keys)
+    over the URL's text and the checksum's hex, each `str` hashed as its bytes and 0xff, printed as {:x}
+    (CacheIndex::generate_cache_key, rattler-build v0.73.0, the version py-rattler-build 0.73 bundles)."""
+    return format(_siphash13(url.encode() + b"\xff" + sha256.encode() + b"\xff"), "x")
+
+
+def _siphash13(data: bytes) -> int:
+    mask = (1 << 64) - 1
+
+    def rotl(x: int, b: int) -> int:
+        return ((x << b) | (x >> (64 - b))) & mask
+
+    v = [0x736F6D6570736575, 0x646F72616E646F6D, 0x6C7967656E657261, 0x7465646279746573]
+
+    def sip_round() -> None:
+        v[0] = (v[0] + v[1]) & mask; v[1] = rotl(v[1], 13) ^ v[0]; v[0] = rotl(v[0], 32)  # noqa: E702
+        v[2] = (v[2] + v[3]) & mask; v[3] = rotl(v[3], 16) ^ v[2]  # noqa: E702
+        v[0] = (v[0] + v[3]) & mask; v[3] = rotl(v[3], 21) ^ v[0]  # noqa: E702
+        v[2] = (v[2] + v[1]) & mask; v[1] = rotl(v[1], 17) ^ v[2]; v[2] = rotl(v[2], 32)  # noqa: E702
+
+    end = len(data) - len(data) % 8
+    words = [int.from_bytes(data[i:i + 8], "little") for i in range(0, end, 8)]
+    words.append(((len(data) & 0xFF) << 56) | int.from_bytes(data[end:], "little"))
+    for word in words:
+        v[3] ^= word
+        sip_round()
+        v[0] ^= word
+    v[2] ^= 0xFF
+    for _ in range(3):
+        sip_round()
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+def seed_download(cache: SourceCache, url: str, sha256: str, downloaded: Path) -> bool:
+    """Put a file downloaded and checked here into rattler-build's cache as rattler-build would have (the file as
+    `<key>_<name>`, a tarball also unpacked into `<key>_extracted` with its one top folder stripped, and the
+    record in .metadata/<key>.json), so no build or fetch downloads it again. False, the file left alone, for
+    an archive unpacked here would not match rattler-build's (a zip, 7z or zstd one, or a tarball the `data`
+    filter refuses): a build downloads that one again."""
+    key = url_cache_key(url, sha256)
+    name = urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1] or "download"
+    cache.ensure_writable()
+    extracted = None
+    if not kept_whole(url):
+        extracted = _unpacked(cache.path, downloaded, f"{key}_extracted")
+        if extracted is None:
+            return False
+    with writing("a download into", cache.path):
+        os.replace(downloaded, cache.path / f"{key}_{name}")
+        (cache.path / METADATA).mkdir(exist_ok=True)
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        record = {"source_type": "url", "url": url, "checksum": sha256, "checksum_type": "sha256",
+                  "actual_filename": None, "git_commit": None, "git_rev": None, "cache_path": f"{key}_{name}",
+                  "extracted_path": extracted, "last_accessed": now, "created": now, "lock_file": None,
+                  "attestation_verified": False}
+        partial = cache.path / METADATA / f".{key}.json.partial"
+        partial.write_text(json.dumps(record, indent=2))
+        os.replace(partial, cache.path / METADATA / f"{key}.json")
+    return True
+
+
+def _unpacked(cache: Path, archive: Path, folder: str) -> str | None:
+    """A tarball unpacked as rattler-build unpacks it (strip_and_move_extracted_dir: a lone top folder is
+    stripped), through tarfile's `data` filter; None where that is not possible here."""
+    if not tarfile.is_tarfile(archive):
+        return None
+    staging = Path(tempfile.mkdtemp(dir=cache, prefix=".unpacking-"))
+    try:
+        with tarfile.open(archive) as tar:
+            tar.extractall(staging, filter="data")
+        top = list(staging.iterdir())
+        inner = top[0] if len(top) == 1 and top[0].is_dir() and not top[0].is_symlink() else staging
+        target = cache / folder
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir()
+        for entry in inner.iterdir():
+            os.replace(entry, target / entry.name)
+        return folder
+    except (tarfile.TarError, OSError, ValueError):
+        shutil.rmtree(cache / folder, ignore_errors=True)
+        return None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def folder_bytes(folder: Path) -> int:
