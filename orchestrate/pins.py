@@ -114,16 +114,15 @@ def run(args, reporter: Reporter) -> int:
 
 def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = package_index.DEFAULT_TIMEOUT,
                    source_cache: Path | None = None) -> list[str]:
-    """`pins --lock`: read the index, write the lock, say what could not be locked (one line each). A file the
-    index lists without a hash is downloaded once into the source cache (the workspace's, or orchestrate.toml's)."""
+    """`pins --lock`: read the index, write the lock, say what could not be locked (one line each); a file listed
+    without a hash is downloaded once into the source cache (the workspace's, or orchestrate.toml's)."""
     variants = workspace / "variants"
     prebuilt = amd.Prebuilt.load(variants)
     if prebuilt is None:
         raise UserError(f"{variants / amd.PREBUILT_FILE} does not exist: nothing to lock (it declares AMD's artifacts)")
     table = ArchitectureTable.load(variants)
     shared = read_mapping(variants / "shared.yaml")
-    cache = SourceCache(source_cache or _source_cache(load_config(workspace), workspace)
-                        or Options(workspace, workspace).source_cache)
+    cache = SourceCache(source_cache or _source_cache(load_config(workspace), workspace) or workspace / ".orchestrate/sources")
     # what the declarations' templates may name: the pins, and each architecture's own keys (torch_device_family)
     result = amd.lock(prebuilt, table.names(), lambda arch: {**shared, **table.get(arch).variant_keys()}, timeout,
                       download=amd.downloader(cache, timeout, reporter.info))
@@ -133,9 +132,8 @@ def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = package
     absent = {key: [arch for arch, x in e.items() if isinstance(x, amd.Absent)]
               for key, e in result.entries.items() if isinstance(e, dict)}
     count, computed = sum(len(archs) for archs in absent.values()), sum(amd.COMPUTED in x.evidence for x in pinned)
-    reporter.line(f"wrote {path}: {len(pinned)} file(s) pinned by sha256 from {prebuilt.index}"
-                  + (f" ({computed} computed by download)" if computed else "")
-                  + (f", {count} absent" if count else "") + "; commit it")
+    reporter.line(f"wrote {path}: {len(pinned)} file(s) pinned by sha256 from {prebuilt.index}" + (
+        f" ({computed} computed by download)" if computed else "") + (f", {count} absent" if count else "") + "; commit it")
     for key, archs in absent.items():
         if archs:
             project = prebuilt.artifacts[key].project.replace("{gpu_arch}", "<gfx>")
