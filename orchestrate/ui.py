@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
+from .web import printable
+
 GIB = 2**30
 
 
@@ -41,15 +43,17 @@ class Reporter:
         self.quiet = quiet
         self.fancy = self.console.is_terminal and not quiet
 
+    # Every line goes through printable(): text a server, a channel or an upstream wrote (an HTTP status line, a file
+    # name, a library's error) never reaches the terminal with its control characters acting (issue 37, a19).
     def line(self, text: str) -> None:
-        self.console.print(text, markup=False)
+        self.console.print(printable(text), markup=False)
 
     def info(self, text: str) -> None:
         if not self.quiet:
-            self.console.print(text, markup=False)
+            self.console.print(printable(text), markup=False)
 
     def error(self, text: str) -> None:
-        self.err.print(text, markup=False, style="bold red" if self.err.is_terminal else None)
+        self.err.print(printable(text), markup=False, style="bold red" if self.err.is_terminal else None)
 
     @contextmanager
     def building(self, label: str, progress: "Progress | None" = None, verb: str = "building"):
@@ -82,7 +86,7 @@ class Reporter:
             self.console.print(line, markup=False)
 
     def wrapped(self, text: str, indent: str = "", first: str | None = None) -> list[str]:
-        return textwrap.wrap(text, self.console.width, initial_indent=indent if first is None else first,
+        return textwrap.wrap(printable(text), self.console.width, initial_indent=indent if first is None else first,
                              subsequent_indent=indent, break_on_hyphens=False) or [""]
 
     def fitted_table(self, title: str, columns: list[str], rows: list[list[str]], droppable: list[str],
@@ -92,6 +96,7 @@ class Reporter:
         name `#` is dropped outright); the `detail` column wraps at words beside the others, or goes on its own
         indented lines under its row when it would be narrower than a readable minimum."""
         width, gap, readable = self.console.width, 2, 40
+        title, rows = printable(title), [[printable(cell) for cell in row] for row in rows]
         widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
         at = columns.index(detail)
 

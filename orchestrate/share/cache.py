@@ -18,7 +18,7 @@ from ..options import Options, load_config
 from ..recipes import Output
 from ..ui import Reporter
 from .bench import Bench, recorded_in
-from .lookup import read_lookup
+from .lookup import read_index, read_lookup
 from .publish import remote_sha256s
 from .store import FolderStore
 from .targets import Store, reader_for
@@ -48,10 +48,13 @@ class RemoteCache:
             entry = lookup.entry(file)
             self._by_hash.setdefault(entry.input_hash, entry)
         self._listed: dict[str, str] | None = None
+        self._sizes: dict[str, int] = {}
 
     def listed(self) -> dict[str, str]:
         if self._listed is None:
             self._listed = remote_sha256s(self.store)
+            records, _damaged = read_index(self.store)  # remote_sha256s refused a damaged one
+            self._sizes = {file: r["size"] for file, r in records.items() if isinstance(r.get("size"), int)}
         return self._listed
 
     def fetch(self, output: Output, into: Path) -> tuple[Path, ManifestEntry] | None:
@@ -68,7 +71,8 @@ class RemoteCache:
         partial = folder / f".partial-{filename}"  # keeps the .conda suffix the archive reader goes by
         try:
             try:
-                self.store.download(entry.file, partial)
+                # no more than the index lists (a07/a08); an index without sizes: no more than the manifest's
+                self.store.download(entry.file, partial, self._sizes.get(entry.file, entry.package_bytes or None))
             except Refused as exc:  # a symlink or FIFO planted in the package's place
                 raise UserError(f"{entry.file} in cache channel {self.description} is refused ({why_of(exc, entry.file)}): "
                                 "remove it there and re-publish, or drop that --cache-channel") from None

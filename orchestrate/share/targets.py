@@ -29,7 +29,7 @@ from ..options import PACKAGE_SERVER_SCHEMES
 from . import credentials
 from .s3 import S3Options, S3Store, s3_options
 from .store import FolderStore, Store
-from .untrusted import MAX_INDEX_BYTES, Refused, channel_relpath, shown
+from .untrusted import MAX_INDEX_BYTES, Refused, bounded_copy, channel_relpath, shown
 
 __all__ = ["FolderStore", "HttpStore", "PackageServer", "S3Options", "S3Store", "Store", "parse_target", "reader_for",
            "s3_options"]
@@ -78,10 +78,13 @@ class HttpStore(Store):
 
         return self._answer(relpath, bounded)
 
-    def download(self, relpath: str, dest: Path) -> None:
+    def download(self, relpath: str, dest: Path, limit: int | None = None) -> None:
         def save(response) -> bool:
             with open(dest, "wb") as out:
-                shutil.copyfileobj(response, out, 1 << 20)
+                if limit is None:
+                    shutil.copyfileobj(response, out, 1 << 20)
+                elif bounded_copy(response.read1, out, limit) is None:
+                    raise Refused(f"{shown(relpath)}: the server sent more than the {limit} bytes its index lists")
             return True
 
         if self._answer(relpath, save) is None:
