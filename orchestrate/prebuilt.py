@@ -23,6 +23,7 @@ from packaging.version import Version
 from . import glibc, web
 from .architectures import Architecture
 from .errors import UserError, writing
+from .grammar import NotGrammar, checked_file, checked_url
 from .sources import SourceCache, seed_download
 from .yaml_files import read_mapping
 from .package_index import DEFAULT_TIMEOUT, IndexFile, file_matches, pick_file, project_page, read_project, versions_of, with_slash
@@ -287,6 +288,13 @@ def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float =
                                     f"there): fix `project:` in {prebuilt.path.name}")
                 continue
             chosen = pick_file(files, project, version, python_tag)
+            try:  # the index's text goes into the lock, and from there into recipes: its own grammar, or nothing
+                if chosen is not None:
+                    checked_file(chosen.filename, f"{page_url}")
+                    checked_url(chosen.url, f"{page_url} (the link to {chosen.filename})", [prebuilt.index])
+            except NotGrammar as exc:
+                problems.append(f"{artifact.key}: {exc}")
+                continue
             if chosen is None:
                 known = versions_of(files, project)
                 if artifact.per_arch and Version(version) not in known:

@@ -192,9 +192,9 @@ class World:
             raise ReadError(f"cannot download {url} ({exc})") from None
         return digest.hexdigest()
 
-    def download(self, url: str) -> bytes:
+    def download(self, url: str, limit: int = web.MAX_BODY) -> bytes:
         try:
-            return web.get(url, self.timeout, accept="*/*").body
+            return web.get(url, self.timeout, accept="*/*", limit=limit).body
         except web.Unreachable as exc:
             raise ReadError(f"cannot reach {url} ({exc})", unreachable=True) from None
         except LookupError as exc:

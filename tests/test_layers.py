@@ -42,7 +42,7 @@ LAYERS = {
     "recipes": DECLARATIONS, "prebuilt": DECLARATIONS, "architectures": DECLARATIONS, "upstreams": DECLARATIONS,
     "sources": DECLARATIONS, "imports": DECLARATIONS, "pypi_table": DECLARATIONS, "input_hash": DECLARATIONS,
     # Base: errors, HTTP, signals, options, output
-    "errors": BASE, "web": BASE, "stops": BASE, "channels": BASE, "options": BASE, "crashpoints": BASE,
+    "errors": BASE, "web": BASE, "grammar": BASE, "stops": BASE, "channels": BASE, "options": BASE, "crashpoints": BASE,
     "detect": BASE, "ui": BASE, "package_index": BASE, "yaml_files": BASE, "glibc": BASE,
 }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from .. import web
 from ..architectures import ArchitectureTable
 from ..channel import ManifestEntry, read_provenance, sha256_of
 from ..errors import UserError
@@ -31,7 +32,7 @@ INDEX = "noarch/repodata.json"  # every channel has it, even one without noarch 
 class RemoteCache:
     def __init__(self, url: str, store: Store, reporter: Reporter, known: list[str] | None = None):
         """`known`: the architecture table's names; what the channel holds is checked against them."""
-        self.description = url
+        url = self.description = web.shown_url(url)  # what is printed and recorded: no /t/<token>/ or user:password@
         self.store = store
         require_channel(url, store)
         self.known = known
@@ -135,6 +136,6 @@ def _cache(url: str, config: dict, reporter: Reporter, known: list[str] | None) 
     try:
         return RemoteCache(url, reader_for(url, config), reporter, known)
     except UserError as exc:
-        said = str(exc)
+        url, said = web.shown_url(url), web.redact_urls(str(exc))
         raise UserError(said if said.startswith(f"cache channel {url}") else f"cache channel {url}: {said}, {DROP}"
                         ) from None

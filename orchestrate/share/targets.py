@@ -41,11 +41,13 @@ class HttpStore(Store):
     """A channel behind HTTP(S): read-only. Credentials from the auth store (Bearer, Basic, conda token)."""
 
     def __init__(self, url: str):
-        self.url = url.rstrip("/")
-        parsed = urllib.parse.urlsplit(self.url)
+        parsed = urllib.parse.urlsplit(url.rstrip("/"))
         self.host = parsed.hostname or ""
         token = credentials.conda_token(self.host)
-        self._base = (f"{parsed.scheme}://{parsed.netloc}/t/{token}{parsed.path}" if token else self.url)
+        self._base = (f"{parsed.scheme}://{parsed.netloc}/t/{token}{parsed.path}" if token else url.rstrip("/"))
+        # what every message, lookup entry and page names: a /t/<token>/ or user:password@ given in the URL itself
+        # is used to connect and never shown (issue 37, a18)
+        self.url = web.shown_url(url.rstrip("/"))
 
     def _explain(self, exc: Exception, relpath: str) -> UserError:
         if isinstance(exc, web.HTTPStatus) and exc.code in (401, 403):
