@@ -167,7 +167,8 @@ def redact_urls(text: str) -> str:
 
 
 def _reason(exc) -> str:
-    return redact_urls(str(exc) or exc.__class__.__name__)
+    """A library's or a server's error text for one line: URLs redacted, control characters and line breaks shown."""
+    return redact_urls(str(exc) or exc.__class__.__name__).replace("\n", "\\n")
 
 
 class _Watch:
