@@ -233,6 +233,7 @@ def cmd_build(args, reporter: Reporter) -> int:
         _say_unlocked(runner.block_unpinned(plan), reporter, "built")
         if any(s.state == runner.BUILD for s in plan.steps):
             SourceCache(options.source_cache).ensure_writable()
+            SourceCache(options.source_cache).check_private(options.shared_source_cache)
         if options.offline:
             runner.check_sources_cached(plan, options)
         if not getattr(args, "skip_disk_check", False):
@@ -316,6 +317,7 @@ def cmd_fetch(args, reporter: Reporter) -> int:
         raise UserError("--arch and --all-archs exclude each other: pass one")
     plans = _fetch_plans(args, options)
     SourceCache(options.source_cache).ensure_writable()
+    SourceCache(options.source_cache).check_private(options.shared_source_cache)
     stops.describe(lambda: f"the source cache {options.source_cache} keeps every source fetched so far",
                    "run the same command again to fetch the rest")
     # As build-all does: an incomplete lock of AMD's files is completed first where the index answers (one line

@@ -44,6 +44,7 @@ class Options:
     compiler_launcher: str = ""
     run_tests: bool = True
     source_cache: Path | None = None  # rattler-build's source cache, shared by every build and architecture
+    shared_source_cache: bool = False  # a cache other users can change is taken (orchestrate.toml says so)
     offline: bool = False  # build from the source cache only; a missing source is an error before any build
     package_format: str = DEFAULT_PACKAGE_FORMAT
     compression_threads: int | None = None  # zstd threads for conda packages; None: rattler-build's (all cores)
@@ -301,6 +302,10 @@ CONFIG_KEYS = (
               "the source cache folder (see [Sources](getting-started.md#sources-downloaded-once-checked-before-the-"
               "hours-start))", default='`".orchestrate/sources"`', flag="--source-cache", check=folder,
               in_workspace=True),
+    ConfigKey("shared_source_cache", bool, "true or false, e.g. shared_source_cache = true",
+              "take a source cache that other users can change (a team's folder), trusting everyone who can write it "
+              "as the channel's writers are trusted (see [What the network and upstreams can do](sharing.md#what-the-network-and-upstreams-can-do))",
+              default="false: such a cache is refused"),
     ConfigKey("max_jobs", int, "a whole number of 1 or more, e.g. max_jobs = 4 (leave it out for cores and memory)",
               "`MAX_JOBS` for the builds", default=f"min(cores, free GiB / {GIB_PER_JOB})", flag="--jobs",
               check=count),
@@ -475,6 +480,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         compiler_launcher=args.compiler_launcher or config.get("compiler_launcher", ""),
         run_tests=not args.no_tests,
         source_cache=(args.source_cache.resolve() if args.source_cache else _source_cache(config, workspace)),
+        shared_source_cache=bool(config.get("shared_source_cache", False)),
         offline=args.offline,
         package_format=config.get("package_format", DEFAULT_PACKAGE_FORMAT),
         compression_threads=config.get("compression_threads"),

@@ -10,8 +10,11 @@ missing); rattler-build does all fetching, verifying and patching.
 from __future__ import annotations
 
 import datetime
+import grp
 import json
 import os
+import pwd
+import stat as st
 import shutil
 import tarfile
 import tempfile
@@ -80,6 +83,37 @@ class SourceCache:
                 raise DiskFull(self.path, "the source cache") from None
             raise UserError(f"source cache {self.path} is not a folder you can write ({exc.strerror or exc}): "
                             "pass --source-cache DIR (or source_cache in orchestrate.toml) with one") from None
+
+    def others_can_change(self) -> str | None:
+        """The first place in the cache (or a folder above it) where another user can change what a build compiles:
+        a file or folder owned by someone else, writable by everyone, or by a group with members besides us; a folder
+        above that lets them swap the cache itself. None for a cache only we (and root) can change. rattler-build
+        checks an archive's sha256 when it downloads it, never the tree it unpacked, nor a git checkout: an unpacked
+        source changed in a shared cache would be compiled under the same input hash (issue 37, a17)."""
+        if not self.path.exists():
+            return None
+        for folder in reversed(self.path.parents):  # the way to the cache: a folder others can rename entries in
+            found = _changeable(folder, os.lstat(folder), above=True)
+            if found:
+                return found
+        for root, dirs, files in os.walk(self.path):  # never into a linked folder
+            for name in [".", *dirs, *files]:
+                path = os.path.join(root, name) if name != "." else root
+                try:
+                    found = _changeable(Path(path), os.lstat(path))
+                except OSError:
+                    continue
+                if found:
+                    return found
+        return None
+
+    def check_private(self, shared_allowed: bool) -> None:
+        """Refuse (one line, with the fix) a cache others can change, unless orchestrate.toml says it is shared."""
+        found = None if shared_allowed else self.others_can_change()
+        if found:
+            raise UserError(f"source cache {self.path}: {found}, so another user can change what a build compiles: "
+                            "use a source cache of your own (--source-cache DIR), or set shared_source_cache = true in "
+                            "orchestrate.toml to trust everyone who can write it as you trust the channel's writers")
 
     def attach(self, output_dir: Path) -> None:
         """Make a build's output folder use this cache (rattler-build reads `<output dir>/src_cache`)."""
@@ -210,6 +244,29 @@ def _unpacked(cache: Path, archive: Path, folder: str) -> str | None:
         return None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _changeable(path: Path, stat: os.stat_result, above: bool = False) -> str | None:
+    """Why another user can change `path` (None: they cannot): its owner, unless root or we; everyone, or a group
+    with members besides us, where it is writable (a sticky folder above the cache, /tmp, lets others add entries,
+    never rename ours). A symlink's own mode means nothing."""
+    if st.S_ISLNK(stat.st_mode):
+        return None
+    me = os.getuid()
+    if stat.st_uid not in (me, 0):
+        return f"{path} belongs to uid {stat.st_uid}"
+    sticky = above and stat.st_mode & st.S_ISVTX
+    if stat.st_mode & st.S_IWOTH and not sticky:
+        return f"{path} can be written by everyone (mode {stat.st_mode & 0o7777:o})"
+    if stat.st_mode & st.S_IWGRP and not sticky:
+        try:
+            group = grp.getgrgid(stat.st_gid)
+            name = pwd.getpwuid(me).pw_name
+        except KeyError:
+            return f"{path} can be written by group {stat.st_gid}"
+        if set(group.gr_mem) - {name} or stat.st_gid != os.getgid():
+            return f"{path} can be written by group {group.gr_name}"
+    return None
 
 
 def folder_bytes(folder: Path) -> int:

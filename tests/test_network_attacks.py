@@ -358,3 +358,25 @@ def test_a13_a_hostile_aiter_tag_is_refused_by_pins_bump_write_and_no_recipe_cha
             assert snapshot(workspace)["recipes/aotriton/recipe.yaml"] == before["recipes/aotriton/recipe.yaml"]
         finally:
             upstream.close()
+
+
+# ---- a17: a shared source cache is trusted only when the workspace says so ----
+
+def test_a17_a_source_cache_another_user_can_change_is_refused_unless_declared_shared(orchestrate, workspace, tmp_path):
+    from source_helpers import sourced_recipe
+
+    with sourced_recipe(workspace, tmp_path):
+        assert orchestrate("build", "sourced", "--arch", "gfx1151").code == 0
+        cache = workspace / ".orchestrate" / "sources"
+        tree = next(cache.glob("*_extracted"))
+        planted = tree / "kernels.txt"
+        planted.chmod(0o666)  # the share as another user left it: anyone may change what is compiled
+        planted.write_text("upstream kernels\nrm -rf ~  # the attacker's line\n")
+        result = orchestrate("build", "sourced", "--arch", "gfx1100")
+        assert result.code == 2
+        line = assert_one_clean_line(result.err)
+        assert f"source cache {cache}: {planted} can be written by everyone (mode 666)" in line
+        assert "shared_source_cache = true" in line
+        assert not list((workspace / "channel").rglob("sourced-*gfx1100*.conda"))
+        (workspace / "orchestrate.toml").write_text("source_channels = []\nshared_source_cache = true\n")
+        assert orchestrate("build", "sourced", "--arch", "gfx1100").code == 0  # declared shared: taken, as documented
