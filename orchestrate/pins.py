@@ -79,8 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines")
     parser.add_argument("--lock", action="store_true",
-                        help=f"pin AMD's prebuilt artifacts (variants/{amd.PREBUILT_FILE}) by the sha256 their index "
-                             f"publishes, into variants/{amd.LOCK_FILE} (commit it)")
+                        help=f"pin AMD's prebuilt artifacts (variants/{amd.PREBUILT_FILE}) by the sha256 their index publishes, "
+                             f"else by one download into the source cache, into variants/{amd.LOCK_FILE} (commit it)")
 
 
 def run(args, reporter: Reporter) -> int:

@@ -1,5 +1,6 @@
 """AMD's prebuilt artifacts: which ones the prebuilt path downloads (variants/prebuilt.yaml), the sha256 of
-each (variants/prebuilt-lock.yaml, written by `orchestrate pins --lock` from the index's own hashes), and
+each (variants/prebuilt-lock.yaml, written by `orchestrate pins --lock` from the index's own hashes, or from one
+download where it publishes none), and
 what that means for one architecture: the `KEY_url` / `KEY_sha256` variant keys recipes read, and whether
 PyTorch comes from AMD's wheels or from source (`pytorch_from`), with the reason.
 

@@ -34,6 +34,7 @@ import zipfile
 from dataclasses import MISSING, fields
 from pathlib import Path
 
+from .. import web
 from ..channel import PACKAGE_SUFFIXES, SUBDIRS, ManifestEntry
 from ..errors import UserError
 
@@ -215,13 +216,18 @@ def copy_out(root: Path, relpath: str, dest: Path, limit: int | None = None) -> 
 
 
 def bounded_copy(read, out, limit: int) -> int | None:
-    """Copy read(n) chunks into `out` up to `limit` bytes; the bytes copied, or None past the limit (stopped there)."""
-    copied = 0
+    """Copy read(n) chunks into `out` up to `limit` bytes; the bytes copied, or None past the limit (stopped there).
+    A source that averages under web.MIN_RATE once web.TRANSFER_GRACE_S has passed (an S3 endpoint that drips) is
+    Refused: every transfer has a minimum rate, not only the ones through web.py."""
+    copied, started = 0, time.monotonic()
     while chunk := read(min(1 << 20, limit + 1 - copied)):
         copied += len(chunk)
         if copied > limit:
             return None
         out.write(chunk)
+        elapsed = time.monotonic() - started
+        if elapsed > web.TRANSFER_GRACE_S and copied < web.MIN_RATE * elapsed:
+            raise Refused(f"the source sent {copied} bytes in {elapsed:.0f} s, under {web.MIN_RATE // 1024} KiB/s")
     return copied
 
 
