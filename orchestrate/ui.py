@@ -10,7 +10,12 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
-from .web import printable
+from .web import redact_urls
+
+
+def printable(text: str) -> str:
+    """What a line shows: control characters as escapes, URLs without their userinfo or /t/<token>/ (web.py)."""
+    return redact_urls(text)
 
 GIB = 2**30
 
@@ -44,7 +49,8 @@ class Reporter:
         self.fancy = self.console.is_terminal and not quiet
 
     # Every line goes through printable(): text a server, a channel or an upstream wrote (an HTTP status line, a file
-    # name, a library's error) never reaches the terminal with its control characters acting (issue 37, a19).
+    # name, a library's error) never reaches the terminal with its control characters acting (issue 37, a19), and a
+    # URL's credentials never reach it at all (a18).
     def line(self, text: str) -> None:
         self.console.print(printable(text), markup=False)
 
