@@ -34,6 +34,7 @@ from .grammar import NotGrammar, checked_file, checked_pin, checked_url
 from .yaml_files import read_mapping
 
 PYPI_FILES_HOST = "https://files.pythonhosted.org"
+WHEEL_BOUND = 4 * 2**30  # a wheel PyPI's JSON lists without its size: no wheel we add comes near it
 TEMPLATE_OR_CONTROL = re.compile(r"\$\{\{|\{\{|\{%|[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # rendered, or acted on by a terminal
 # A PyPI file URL is content-addressed: /packages/<2 hex>/<2 hex>/<60 hex>/<file>, whichever host serves it.
 CONTENT_PATH = re.compile(r"/packages/([0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{60}/[^/]+)$")
@@ -200,7 +201,7 @@ def run(args, reporter) -> int:
     if not SHA256.match(expected):
         raise UserError(f"{json_url} gives no sha256 for {chosen['filename']}: no pin without a checksum")
     try:
-        wheel = web.get(url, args.timeout, accept="*/*", limit=listed_size(chosen)).body
+        wheel = web.get(url, args.timeout, accept="*/*", limit=web.listed_size(chosen, WHEEL_BOUND)).body
     except web.Unreachable as exc:
         raise UserError(f"cannot download {url} ({exc}): check the network or a proxy")
     except LookupError as exc:
@@ -381,12 +382,6 @@ HEADER = """# PyPI-only dependencies, repackaged as conda packages by the one re
 # orchestrate/pypi_table.py). Write or refresh an entry with `orchestrate pypi add NAME==VERSION`.
 names: {}
 """
-
-
-def listed_size(chosen: dict) -> int:
-    """The bytes a download of a file PyPI's JSON lists may take: its `size`, else a bound no wheel we add reaches."""
-    size = chosen.get("size")
-    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 4 * 2**30
 
 
 def checked_entry(entry: dict, pypi_url: str, source: str) -> dict:

@@ -116,6 +116,13 @@ def read_at_most(response, limit: int, url: str) -> bytes:
     return data
 
 
+def listed_size(file: dict, otherwise: int = MAX_BODY) -> int:
+    """The bytes a download of a file an index lists (PyPI's JSON, a PEP 691 page) may take: its `size`, else
+    `otherwise`."""
+    size = file.get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else otherwise
+
+
 def stream(response, out, limit: int | None, url: str, sink=None) -> int:
     """Copy a response to a file in chunks, stopping with Refused past `limit` bytes (None: no limit, as for a
     file whose size no index lists); `sink(chunk)` sees every chunk (a digest). The bytes written."""

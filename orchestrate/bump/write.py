@@ -20,10 +20,10 @@ from pathlib import Path
 import yaml
 
 from .. import prebuilt as amd
-from .. import package_index, stops
+from .. import package_index, stops, web
 from ..architectures import ArchitectureTable
 from ..errors import UserError
-from ..pypi import checked_entry, choose_file, entry_for, listed_size, with_entry
+from ..pypi import WHEEL_BOUND, checked_entry, choose_file, entry_for, with_entry
 from ..pypi_table import SHA256, load_table
 from .decide import HELD, UNKNOWN, Download, Edit, Group
 from ..release_files import ReadError, World
@@ -246,7 +246,7 @@ def _pypi_entry(text: str, entry: str, version: str, workspace: Path, world: Wor
     expected = str((chosen.get("digests") or {}).get("sha256") or "")
     if not SHA256.match(expected):
         raise NotWritten(f"PyPI publishes no sha256 for {chosen['filename']} (a checksum is missing)")
-    wheel = world.download(chosen["url"], listed_size(chosen))
+    wheel = world.download(chosen["url"], web.listed_size(chosen, WHEEL_BOUND))
     if hashlib.sha256(wheel).hexdigest() != expected:
         raise NotWritten(f"{chosen['filename']} does not match PyPI's sha256 {expected[:12]}…")
     try:
