@@ -226,11 +226,14 @@ def cmd_build(args, reporter: Reporter) -> int:
         blocked = resolve.require_resolvable(plan, options, reporter)
         # Then AMD's files: an incomplete lock is completed first where the index answers; a file without a
         # sha256 is never downloaded.
-        if runner.unpinned_sources(plan.steps) and not options.offline and pins.lock_first(options, plan, reporter):
-            plan = _make_plan(args, options)
-            runner.explain_lost(plan, recovery)
-            runner.block(plan, blocked)
-        _say_unlocked(runner.block_unpinned(plan), reporter, "built")
+        failure = None
+        if runner.unpinned_sources(plan.steps) and not options.offline:
+            locked, failure = _lock_first(options, plan, reporter)
+            if locked:
+                plan = _make_plan(args, options)
+                runner.explain_lost(plan, recovery)
+                runner.block(plan, blocked)
+        _block_unlocked([plan], reporter, "built", failure)
         if any(s.state == runner.BUILD for s in plan.steps):
             SourceCache(options.source_cache).ensure_writable()
             SourceCache(options.source_cache).check_private(options.shared_source_cache)
@@ -248,13 +251,35 @@ def cmd_build(args, reporter: Reporter) -> int:
     return 0
 
 
-def _say_unlocked(reasons: dict[str, str], reporter: Reporter, verb: str) -> None:
-    """One line per package that needs a file the lock does not pin, then which go on without them."""
-    for why in reasons.values():
-        reporter.error(f"error: {why}")
+def _lock_first(options: Options, plan, reporter: Reporter) -> tuple[bool, UserError | None]:
+    """pins.lock_first, a failure to lock (the index unreachable) kept rather than raised: the packages that need no
+    unlocked file go on without it (issue 36), and it is the run's one line only where none is left."""
+    try:
+        return pins.lock_first(options, plan, reporter), None
+    except UserError as exc:
+        return False, exc
+
+
+def _block_unlocked(plans: list, reporter: Reporter, verb: str, failure: UserError | None,
+                    dependents: bool = True) -> dict[str, str]:
+    """Block the packages that need a file the lock does not pin (and, for a build, what needs them), one line each,
+    then say which go on; where nothing is left, one line: the failure to lock, else the first unlocked file."""
+    reasons: dict[str, str] = {}
+    for plan in plans:
+        reasons.update(runner.block_unpinned(plan, dependents, stop_when_none_left=False))
+    if reasons and not any(s.state == runner.BUILD for plan in plans for s in plan.steps):
+        if failure is not None:
+            raise failure
+        raise UserError(next(iter(reasons.values())) + (f" (and {len(reasons) - 1} more package(s) like it)"
+                                                         if len(reasons) > 1 else ""))
+    if failure is not None and reasons:
+        reporter.error(f"error: {failure}")
+    for name, why in reasons.items():
+        reporter.error(f"error: {why}" if why.startswith(f"{name}: ") else f"error: {name}: {why}")
     if reasons:
         reporter.error(f"not locked: {', '.join(reasons)} will not be {verb} (run `orchestrate pins --lock` where "
                        f"AMD's index answers); the packages that need no unlocked file go on")
+    return reasons
 
 
 def _write_page(channel: Channel, options: Options, reporter: Reporter) -> None:
@@ -322,19 +347,19 @@ def cmd_fetch(args, reporter: Reporter) -> int:
                    "run the same command again to fetch the rest")
     # As build-all does: an incomplete lock of AMD's files is completed first where the index answers (one line
     # where it does not); a file without a sha256 is never downloaded.
-    unlocked = [plan for plan in plans if runner.unpinned_sources(plan.steps)]
-    if unlocked and pins.lock_first(options, unlocked[0], reporter):
-        plans = _fetch_plans(args, options)
+    unlocked, failure = [plan for plan in plans if runner.unpinned_sources(plan.steps)], None
+    if unlocked:
+        locked, failure = _lock_first(options, unlocked[0], reporter)
+        if locked:
+            plans = _fetch_plans(args, options)
     # With --solve, requirements first: seconds, where the sources may take an hour. A channel that cannot be
     # reached stops here; a requirement no channel has is reported and the sources are still fetched (a
     # recipe fix changes no source), so one run tells everything.
     unresolved = fetch.unresolved_requirements(plans, options) if args.solve else []
     for line in unresolved:
         reporter.error(f"error: {line}")
-    not_locked: dict[str, str] = {}
-    for plan in plans:  # a file without a sha256 is never downloaded; the packages that need none are fetched
-        not_locked.update(runner.block_unpinned(plan, dependents=False))
-    _say_unlocked(not_locked, reporter, "fetched")
+    # a file without a sha256 is never downloaded; the packages that need none are fetched
+    not_locked = _block_unlocked(plans, reporter, "fetched", failure, dependents=False)
     reporter.info(f"source cache: {options.source_cache}")
     results = []
     with clean.work_area(options):

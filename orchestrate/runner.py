@@ -199,7 +199,7 @@ def check_sources_pinned(plan: Plan) -> None:
         raise UserError(_unpinned_text(*missing[0]) + more)
 
 
-def block_unpinned(plan: Plan, dependents: bool = True) -> dict[str, str]:
+def block_unpinned(plan: Plan, dependents: bool = True, stop_when_none_left: bool = True) -> dict[str, str]:
     """No download without a checksum, and no stop for the packages that need none (issue 36): each package with a
     url source the lock does not pin yet is blocked, with (`dependents`, for a build) every package that needs it;
     the rest go on. Their reasons, by package; nothing left to build or fetch is the one line check_sources_pinned
@@ -213,7 +213,7 @@ def block_unpinned(plan: Plan, dependents: bool = True) -> dict[str, str]:
         needs = sorted(step.output.requires & set(reasons))
         if step.state == BUILD and step.output.name not in reasons and needs:
             reasons[step.output.name] = f"needs {', '.join(needs)}, whose files are not locked"
-    if all(s.output.name in reasons for s in plan.steps if s.state == BUILD):
+    if stop_when_none_left and all(s.output.name in reasons for s in plan.steps if s.state == BUILD):
         check_sources_pinned(plan)
     block(plan, reasons)
     return reasons

@@ -117,3 +117,23 @@ def test_a_tarball_locked_by_download_is_unpacked_into_the_cache_as_rattler_buil
         assert result.code == 0, result.err
         assert any(line.startswith("cached") and "upstream-1.0.tar.gz" in line for line in result.out.splitlines())
         assert upstream.downloads["upstream-1.0.tar.gz"] == 1  # the patch applied to the tree unpacked here
+
+
+def test_with_amds_index_unreachable_fetch_and_build_all_go_on_with_what_needs_no_unlocked_file(
+        run, amd_workspace, tmp_path):  # noqa: F811
+    """The first run on a machine that cannot reach AMD's index: the lock cannot be completed, which is said once;
+    a package whose own sources are pinned is still fetched and built, and the ones that need AMD's files are named."""
+    (amd_workspace / "variants" / "prebuilt.yaml").write_text(PREBUILT_YAML.format(index="http://127.0.0.1:9/simple/"))
+    with sourced_recipe(amd_workspace, tmp_path) as upstream:
+        fetched = run("fetch", "--arch", "gfx1151", "sourced", "rocm-sdk", "-q")
+        assert fetched.code == 2 and "Traceback" not in fetched.err
+        assert "cannot reach http://127.0.0.1:9/simple/" in fetched.err
+        assert "not locked: rocm-sdk will not be fetched" in fetched.err
+        assert any(line.split()[:2] == ["fetched", "sourced"] for line in fetched.out.splitlines()), fetched.out
+        built = run("build-all", "sourced", "rocm-sdk", "--arch", "gfx1151", "-q")
+        assert built.code == 1, built.err
+        assert "not locked: rocm-sdk, rocm-sdk-device-gfx1151, pytorch, rocm-stack will not be built" in built.err
+        assert "error: rocm-stack: needs pytorch, whose files are not locked" in built.err
+        assert [p.name for p in (amd_workspace / "channel" / "linux-64").glob("sourced-*.conda")]
+        assert not list((amd_workspace / "channel").rglob("rocm-sdk-*.conda"))
+        assert upstream.downloads["upstream-1.0.tar.gz"] == 1
