@@ -200,6 +200,7 @@ def run(args, reporter) -> int:
     expected = str((chosen.get("digests") or {}).get("sha256") or "")
     if not SHA256.match(expected):
         raise UserError(f"{json_url} gives no sha256 for {chosen['filename']}: no pin without a checksum")
+    checked_url(url, f"{json_url} ({name})", [pypi_url, PYPI_FILES_HOST])  # no other host is even asked
     try:
         wheel = web.get(url, args.timeout, accept="*/*", limit=web.listed_size(chosen, WHEEL_BOUND)).body
     except web.Unreachable as exc:

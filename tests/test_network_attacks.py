@@ -285,20 +285,22 @@ def fake_wheel(name: str, version: str) -> bytes:
     return buffer.getvalue()
 
 
-def test_a20_pypi_add_refuses_a_file_url_on_another_host_over_plain_http(pypi_workspace, servers, capsys):
+@pytest.mark.parametrize("where", ["http://localhost:{port}/evil/", "file:///dev/zero?"])
+def test_a20_pypi_add_refuses_a_file_url_on_another_host_over_plain_http(pypi_workspace, servers, capsys, where):
     import hashlib
 
     wheel = fake_wheel("canarytool", "1.0")
-    state = {}
+    state, asked = {}, []
 
     class PyPI(BaseHTTPRequestHandler):
         def do_GET(self):
             if self.path.endswith("/json"):
                 body = json.dumps({"info": {"version": "1.0"}, "releases": {"1.0": [{
                     "filename": "canarytool-1.0-py3-none-any.whl", "packagetype": "bdist_wheel", "size": len(wheel),
-                    "url": f"http://localhost:{state['port']}/evil/canarytool-1.0-py3-none-any.whl",
+                    "url": where.format(port=state["port"]) + "canarytool-1.0-py3-none-any.whl",
                     "digests": {"sha256": hashlib.sha256(wheel).hexdigest()}}]}}).encode()
             else:
+                asked.append(self.path)
                 body = wheel
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
@@ -315,8 +317,8 @@ def test_a20_pypi_add_refuses_a_file_url_on_another_host_over_plain_http(pypi_wo
     code, out, err = run(capsys, "pypi", "add", "canarytool==1.0", "--pypi-url", f"{url}/pypi")
     assert code == 2
     line = assert_one_clean_line(err)
-    assert "http://localhost:" in line and "refused, nothing written" in line and "127.0.0.1" in line
-    assert table.read_text() == before
+    assert where.split(":")[0] + ":" in line and "refused, nothing written" in line and "127.0.0.1" in line
+    assert table.read_text() == before and asked == []  # the other host is not even asked
 
 
 # ---- a13: an upstream tag that is template text is never written into a recipe ----
