@@ -251,11 +251,12 @@ def cmd_build(args, reporter: Reporter) -> int:
     return 0
 
 
-def _lock_first(options: Options, plan, reporter: Reporter) -> tuple[bool, UserError | None]:
+def _lock_first(options: Options, plan, reporter: Reporter, archs: set[str] | None = None
+                ) -> tuple[bool, UserError | None]:
     """pins.lock_first, a failure to lock (the index unreachable) kept rather than raised: the packages that need no
     unlocked file go on without it (issue 36), and it is the run's one line only where none is left."""
     try:
-        return pins.lock_first(options, plan, reporter), None
+        return pins.lock_first(options, plan, reporter, archs), None
     except UserError as exc:
         return False, exc
 
@@ -349,7 +350,7 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     # where it does not); a file without a sha256 is never downloaded.
     unlocked, failure = [plan for plan in plans if runner.unpinned_sources(plan.steps)], None
     if unlocked:
-        locked, failure = _lock_first(options, unlocked[0], reporter)
+        locked, failure = _lock_first(options, unlocked[0], reporter, {p.arch.name for p in unlocked})
         if locked:
             plans = _fetch_plans(args, options)
     # With --solve, requirements first: seconds, where the sources may take an hour. A channel that cannot be

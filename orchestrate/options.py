@@ -487,6 +487,12 @@ def options_from_args(args: argparse.Namespace) -> Options:
     )
 
 
+def workspace_source_cache(workspace: Path) -> Path:
+    """The source cache a command without --source-cache uses: orchestrate.toml's `source_cache`, else the
+    workspace's own (`pins --lock` and `pins --bump --write` keep what they download there)."""
+    return _source_cache(load_config(workspace), workspace) or Options(workspace, workspace).source_cache
+
+
 def _source_cache(config: dict, workspace: Path) -> Path | None:
     if not config.get("source_cache"):
         return None

@@ -245,20 +245,25 @@ def origin_of(rendered: dict, prebuilt_urls: set[str], index: str) -> str:
 class LockResult:
     entries: dict[str, Any]  # what to write: key -> Locked | {arch: Locked | Absent}
     problems: list[str]  # one line each
+    deferred: list[str] = field(default_factory=list)  # files of other architectures left to a full `pins --lock`
 
 
 def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float = DEFAULT_TIMEOUT,
-         today: str | None = None, read: Any = None, download: Any = None) -> LockResult:
+         today: str | None = None, read: Any = None, download: Any = None,
+         download_archs: "set[str] | None" = None) -> LockResult:
     """Read every declared artifact's project page and pin the file the pins name by the index's sha256.
     `values_for(arch)` gives the shared.yaml values (python, versions) for an architecture; `read(project)`,
     if given, reads a page instead (`pins --bump --write`: the pages its decisions read, and its errors).
     Where the index publishes no sha256 (TheRock's page generator writes none unless --include-checksums),
     `download(url)` streams the file once and returns its (sha256, size); without it, the file is not locked.
-    The URL is always the one the index lists (a hand-seeded entry's guess is replaced)."""
+    The URL is always the one the index lists (a hand-seeded entry's guess is replaced). `download_archs`: the
+    architectures whose per-architecture files may be downloaded (a build locks its own, not gigabytes of device
+    wheels for every GPU of the table); the others are `deferred`, left unlocked without a problem."""
     today = today or datetime.date.today().isoformat()
     pages: dict[str, list[IndexFile] | None] = {}
     entries: dict[str, Any] = {}
     problems: list[str] = []
+    deferred: list[str] = []
 
     def page(project: str) -> list[IndexFile] | None:
         if project not in pages:
@@ -312,6 +317,10 @@ def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float =
                     # pinned by hand from public evidence: its sha256 stays, the URL becomes the index's link
                     per_arch[arch] = Locked(kept.file, chosen.url, kept.sha256, kept.evidence, kept.size)
                     continue
+                if download is not None and artifact.per_arch and download_archs is not None \
+                        and arch not in download_archs:
+                    deferred.append(chosen.filename)
+                    continue
                 if download is None:
                     problems.append(f"{artifact.key}: {chosen.url} has no sha256 on {prebuilt.index} (no #sha256= "
                                     f"fragment or PEP 691 hash): not locked; run `{LOCK_COMMAND}` where the index "
@@ -337,7 +346,7 @@ def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float =
                 entries[artifact.key] = per_arch
         elif per_arch:
             entries[artifact.key] = next(iter(per_arch.values()))
-    return LockResult(entries, problems)
+    return LockResult(entries, problems, deferred)
 
 
 def write_lock(prebuilt: Prebuilt, result: LockResult, archs: list[str], now: str | None = None) -> Path:

@@ -137,3 +137,15 @@ def test_with_amds_index_unreachable_fetch_and_build_all_go_on_with_what_needs_n
         assert [p.name for p in (amd_workspace / "channel" / "linux-64").glob("sourced-*.conda")]
         assert not list((amd_workspace / "channel").rglob("rocm-sdk-*.conda"))
         assert upstream.downloads["upstream-1.0.tar.gz"] == 1
+
+
+def test_a_builds_own_lock_downloads_only_its_architectures_files(therock, run, amd_workspace):  # noqa: F811
+    """fetch (as build-all) locking first for gfx1151 downloads gfx1151's device wheels, not every GPU's: those of
+    gfx908 stay unlocked, said in one line, until a full `pins --lock`."""
+    fetched = run("fetch", "--arch", "gfx1151", "-q")
+    assert fetched.code == 0, fetched.err
+    downloaded = {path.rsplit("/", 1)[-1] for path in file_downloads(therock)}
+    assert any("gfx1151" in name for name in downloaded) and not any("gfx908" in name for name in downloaded)
+    assert "not locked: 2 file(s) of other architectures (no sha256 on the index" in fetched.out
+    lock = yaml.safe_load((amd_workspace / "variants" / "prebuilt-lock.yaml").read_text())["artifacts"]
+    assert "gfx908" not in lock["rocm_sdk_device"] and "gfx1151" in lock["rocm_sdk_device"]

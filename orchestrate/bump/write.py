@@ -28,6 +28,8 @@ from ..pypi_table import SHA256, load_table
 from .decide import HELD, UNKNOWN, Download, Edit, Group
 from ..release_files import ReadError, World
 from ..grammar import NotGrammar, checked_pin
+from ..options import workspace_source_cache
+from ..sources import SourceCache
 from ..upstreams import Upstreams, declared_tags
 
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -281,8 +283,10 @@ def _lock(staged: dict[Path, str], workspace: Path, world: World) -> str:
         table = ArchitectureTable.load(variants)
         shared = yaml.safe_load(staged.get(variants / "shared.yaml", (variants / "shared.yaml").read_text())) or {}
         try:
+            # a file the index lists without a hash is downloaded once into the source cache, as `pins --lock` does
             result = amd.lock(prebuilt, table.names(), lambda arch: {**shared, **table.get(arch).variant_keys()},
-                              world.timeout, read=world.amd_files)
+                              world.timeout, read=world.amd_files, download=amd.downloader(
+                                  SourceCache(workspace_source_cache(workspace)), world.timeout, lambda line: None))
         except ReadError as exc:  # an unreachable index stays unreachable: apply() makes the group unknown
             raise ReadError(f"the prebuilt lock could not be written: {exc}", exc.unreachable) from None
         except UserError as exc:
