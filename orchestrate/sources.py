@@ -89,31 +89,37 @@ class SourceCache:
         a file or folder owned by someone else, writable by everyone, or by a group with members besides us; a folder
         above that lets them swap the cache itself. None for a cache only we (and root) can change. rattler-build
         checks an archive's sha256 when it downloads it, never the tree it unpacked, nor a git checkout: an unpacked
-        source changed in a shared cache would be compiled under the same input hash (issue 37, a17)."""
+        source changed in a shared cache would be compiled under the same input hash (issue 37, a17). Inside a cache
+        folder no one else may enter, what an archive unpacked writable by everyone (its own modes) is harmless: there
+        only what others own counts."""
         if not self.path.exists():
             return None
         for folder in reversed(self.path.parents):  # the way to the cache: a folder others can rename entries in
             found = _changeable(folder, os.lstat(folder), above=True)
             if found:
                 return found
-        for root, dirs, files in os.walk(self.path):  # never into a linked folder
-            for name in [".", *dirs, *files]:
-                path = os.path.join(root, name) if name != "." else root
+        top = os.lstat(self.path)
+        found = _changeable(self.path, top)
+        closed = not top.st_mode & (st.S_IXOTH | st.S_IXGRP) if not found else False
+        for root, dirs, files in os.walk(self.path) if not found else ():  # never into a linked folder
+            for name in [*dirs, *files]:
+                path = os.path.join(root, name)
                 try:
-                    found = _changeable(Path(path), os.lstat(path))
+                    found = _changeable(Path(path), os.lstat(path), owner_only=closed)
                 except OSError:
                     continue
                 if found:
                     return found
-        return None
+        return found
 
     def check_private(self, shared_allowed: bool) -> None:
         """Refuse (one line, with the fix) a cache others can change, unless orchestrate.toml says it is shared."""
         found = None if shared_allowed else self.others_can_change()
         if found:
             raise UserError(f"source cache {self.path}: {found}, so another user can change what a build compiles: "
-                            "use a source cache of your own (--source-cache DIR), or set shared_source_cache = true in "
-                            "orchestrate.toml to trust everyone who can write it as you trust the channel's writers")
+                            "use a source cache of your own (--source-cache DIR, or `chmod go-rwx` this one if only you "
+                            "wrote it), or set shared_source_cache = true in orchestrate.toml to trust everyone who can "
+                            "write it as you trust the channel's writers")
 
     def attach(self, output_dir: Path) -> None:
         """Make a build's output folder use this cache (rattler-build reads `<output dir>/src_cache`)."""
@@ -246,15 +252,17 @@ def _unpacked(cache: Path, archive: Path, folder: str) -> str | None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _changeable(path: Path, stat: os.stat_result, above: bool = False) -> str | None:
-    """Why another user can change `path` (None: they cannot): its owner, unless root or we; everyone, or a group
-    with members besides us, where it is writable (a sticky folder above the cache, /tmp, lets others add entries,
-    never rename ours). A symlink's own mode means nothing."""
+def _changeable(path: Path, stat: os.stat_result, above: bool = False, owner_only: bool = False) -> str | None:
+    """Why another user can change `path` (None: they cannot): its owner, unless root or we (for what is in the
+    cache); everyone, or a group with members besides us, where it is writable (a sticky folder above the cache,
+    /tmp, lets others add entries, never rename ours). A symlink's own mode means nothing."""
     if st.S_ISLNK(stat.st_mode):
         return None
     me = os.getuid()
-    if stat.st_uid not in (me, 0):
+    if stat.st_uid not in (me, 0) and not above:  # a folder above: its owner is who set the machine up (a CI checkout)
         return f"{path} belongs to uid {stat.st_uid}"
+    if owner_only:
+        return None
     sticky = above and stat.st_mode & st.S_ISVTX
     if stat.st_mode & st.S_IWOTH and not sticky:
         return f"{path} can be written by everyone (mode {stat.st_mode & 0o7777:o})"

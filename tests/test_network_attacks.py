@@ -389,3 +389,17 @@ def test_the_reference_states_the_limits_web_applies():
     assert f"| {web.HEADERS_DEADLINE_S:.0f} s (`HEADERS_DEADLINE_S`) |" in reference
     assert f"{web.MIN_RATE // 1024} KiB/s (`MIN_RATE`), averaged, once {web.TRANSFER_GRACE_S:.0f} s" in reference
     assert f"{web.MAX_BODY >> 20} MiB (`MAX_BODY`)" in reference
+
+
+def test_a17_an_archives_own_loose_modes_inside_a_cache_no_one_else_may_enter_are_no_alarm(tmp_path):
+    from orchestrate.sources import SourceCache
+
+    cache = tmp_path / "sources"
+    (cache / "abc_extracted").mkdir(parents=True)
+    loose = cache / "abc_extracted" / "configure"
+    loose.write_text("#!/bin/sh\n")
+    loose.chmod(0o777)  # as an upstream tarball may carry it (rattler-build keeps an archive's modes)
+    cache.chmod(0o700)
+    assert SourceCache(cache).others_can_change() is None
+    cache.chmod(0o755)
+    assert SourceCache(cache).others_can_change() == f"{loose} can be written by everyone (mode 777)"
