@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 import threading
 import time
 import zipfile
@@ -16,7 +15,6 @@ from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, Thread
 from pathlib import Path
 
 import pytest
-import yaml
 
 from orchestrate import web
 from orchestrate.cli import main
@@ -26,7 +24,7 @@ from orchestrate.share.store import FolderStore
 from orchestrate.share.targets import HttpStore
 from orchestrate.share.untrusted import Refused
 from orchestrate.ui import Reporter
-from test_channel_trust import World, world  # noqa: F401 (the victim's home, canaries and the team channel)
+from test_channel_trust import world  # noqa: F401 (the victim's home, canaries and the team channel)
 from test_pypi_packages import pypi_workspace  # noqa: F401
 
 TOKEN = "CANARY-TOKEN-5d1c-never-sent-elsewhere"
