@@ -70,8 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR",
                         help="folder with recipes/ and variants/ (default: found from here)")
     parser.add_argument("--arch", help=f"architecture whose rendered sources to show (default: orchestrate.toml's arch, "
-                                       f"else ${ARCH_ENV}, else the table's first; only rocm-sdk's tarball differs "
-                                       "between architectures)")
+                                       f"else ${ARCH_ENV}, else the table's first; only rocm-sdk's tarball differs between "
+                                       "architectures); with --lock, the only one whose files are downloaded where the index gives no sha256")
     parser.add_argument("--pypi-url", help=f"PyPI JSON API base (default: ${PYPI_URL_ENV}, else {DEFAULT_PYPI_URL})")
     parser.add_argument("--git-base", help=f"where OWNER/REPO git repositories are (URL or folder; default: "
                                            f"${GIT_BASE_ENV}, else {DEFAULT_GIT_BASE})")
@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args, reporter: Reporter) -> int:
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
     if args.lock:
-        return 1 if lock_workspace(workspace, reporter, args.timeout) else 0
+        return 1 if lock_workspace(workspace, reporter, args.timeout, archs={args.arch} if args.arch else None) else 0
     pypi_url = web.pypi_base(args.pypi_url)
     git_base = (args.git_base or os.environ.get(GIT_BASE_ENV) or DEFAULT_GIT_BASE).rstrip("/")
     if args.timeout <= 0:

@@ -149,3 +149,7 @@ def test_a_builds_own_lock_downloads_only_its_architectures_files(therock, run, 
     assert "not locked: 2 file(s) of other architectures (no sha256 on the index" in fetched.out
     lock = yaml.safe_load((amd_workspace / "variants" / "prebuilt-lock.yaml").read_text())["artifacts"]
     assert "gfx908" not in lock["rocm_sdk_device"] and "gfx1151" in lock["rocm_sdk_device"]
+    assert run("pins", "--lock", "--arch", "gfx1151").code == 0  # the same: nothing more is downloaded
+    assert {path.rsplit("/", 1)[-1] for path in file_downloads(therock)} == downloaded
+    assert run("pins", "--lock").code == 0  # a full lock downloads the rest, once each
+    assert set(file_downloads(therock).values()) == {1} and any("gfx908" in path for path in file_downloads(therock))
