@@ -30,7 +30,7 @@ DEFAULT_PYPI_URL = "https://pypi.org/pypi"
 # headers have HEADERS_DEADLINE_S in all; a body read whole (get) stops at a byte limit.
 MIN_RATE = 16 * 1024  # bytes per second, averaged over the transfer
 TRANSFER_GRACE_S = 30.0
-HEADERS_DEADLINE_S = 60.0
+HEADERS_DEADLINE_S = 30.0
 MAX_BODY = 64 * 2**20  # what get() holds in memory unless told: no page or JSON document we read comes near it
 CHUNK = 1 << 20
 

@@ -204,10 +204,10 @@ class S3Store(Store):
         if int(answer.get("ContentLength") or 0) > limit:
             answer["Body"].close()
             raise Refused(f"{shown(relpath)}: over {limit} bytes")
-        data = self._call(f"reading {relpath}", answer["Body"].read, limit + 1)
-        if len(data) > limit:
+        buffer = io.BytesIO()  # read as a download is: at most `limit` bytes, and at web.MIN_RATE (an endpoint that drips)
+        if self._call(f"reading {relpath}", bounded_copy, answer["Body"].read, buffer, limit) is None:
             raise Refused(f"{shown(relpath)}: over {limit} bytes")
-        return data, answer["ETag"]
+        return buffer.getvalue(), answer["ETag"]
 
     def read(self, relpath: str, limit: int = MAX_INDEX_BYTES) -> bytes | None:
         return self._get(relpath, limit)[0]
