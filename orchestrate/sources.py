@@ -267,13 +267,16 @@ def _changeable(path: Path, stat: os.stat_result, above: bool = False, owner_onl
     if stat.st_mode & st.S_IWOTH and not sticky:
         return f"{path} can be written by everyone (mode {stat.st_mode & 0o7777:o})"
     if stat.st_mode & st.S_IWGRP and not sticky:
+        try:  # a group of our own (umask 002, one group per user) is no one else
+            group_name, members = grp.getgrgid(stat.st_gid).gr_name, set(grp.getgrgid(stat.st_gid).gr_mem)
+        except KeyError:  # a container's group or user without a name
+            group_name, members = str(stat.st_gid), set()
         try:
-            group = grp.getgrgid(stat.st_gid)
-            name = pwd.getpwuid(me).pw_name
+            members.discard(pwd.getpwuid(me).pw_name)
         except KeyError:
-            return f"{path} can be written by group {stat.st_gid}"
-        if set(group.gr_mem) - {name} or stat.st_gid != os.getgid():
-            return f"{path} can be written by group {group.gr_name}"
+            pass
+        if members or stat.st_gid != os.getgid():
+            return f"{path} can be written by group {group_name}"
     return None
 
 
