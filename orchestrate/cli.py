@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import re
 import signal
 import sys
 from pathlib import Path
@@ -22,7 +21,8 @@ from .options import (ARCH_ENV, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXA
 from .share import COMMANDS as SHARING
 from .share.page.command import COMMAND as PAGE
 from .sources import SourceCache
-from .ui import Reporter, format_duration
+from .plan_view import show_plan
+from .ui import Reporter
 
 SHARE_COMMANDS = [*SHARING, PAGE]
 # the top-level --help's last lines, as written (a path is never broken at its hyphens)
@@ -184,52 +184,6 @@ def _make_plan(args, options: Options) -> runner.Plan:
     return runner.make_plan(options, packages)
 
 
-# A row's reason may end in a command for the user; the command goes on its own line under the table.
-BUILD_HINT = re.compile(r"^(?P<why>[^:`]+): build it with `(?P<command>[^`]+)`(?: \((?P<more>.*)\))?$")
-LOCK_HINT = re.compile(r"^(?P<why>.* without a sha256 yet \(.*\)): `(?P<command>[^`]+)` locks them .*$")
-
-
-def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
-    for note in plan.notes:
-        reporter.paragraph(note)
-    rows, on_request, lock = [], [], []
-    for n, step in enumerate(plan.steps, 1):
-        o = step.output
-        state = {runner.BUILD: "will build", runner.SKIP: "skipped"}.get(step.state, step.state)
-        expected = step.estimate.shown() if step.estimate else "-"
-        reasons = []
-        for reason in step.reasons:
-            if match := BUILD_HINT.match(reason):
-                on_request.append(match["command"])
-                reason = match["why"] + (f" ({match['more']})" if match["more"] else "")
-            elif match := LOCK_HINT.match(reason):
-                lock.append(match["command"])
-                reason = match["why"]
-            reasons.append(reason)
-        rows.append([str(n), o.name, o.version, o.build_string, state, expected, step.origin, "; ".join(reasons)])
-    reporter.fitted_table(plan.title or f"Plan for {plan.arch.name} ({plan.arch.product})",
-                          ["#", "package", "version", "build", "state", "expected", "from", "why"], rows,
-                          droppable=["build", "#", "from", "expected"], detail="why")
-    if on_request:
-        reporter.paragraph("Not built by default; each on request:")
-        for command in dict.fromkeys(on_request):
-            reporter.line(f"  {command}")
-    if lock:
-        reporter.paragraph("To lock AMD's files that have no sha256 yet (build-all and fetch do it first when online):")
-        for command in dict.fromkeys(lock):
-            reporter.line(f"  {command}")
-    total, unknown = runner.expected_total(plan)
-    builds = sum(1 for s in plan.steps if s.state == runner.BUILD)
-    if builds == unknown and builds:
-        reporter.paragraph(f"{builds} package(s) to build; no time estimate yet (the recipes declare none and this "
-                           "channel records no earlier build)")
-    elif builds:
-        note = f" ({unknown} without an estimate)" if unknown else ""
-        bases = sorted({s.estimate.basis for s in plan.steps if s.estimate and s.estimate.seconds is not None})
-        reporter.paragraph(f"{builds} package(s) to build, expected {format_duration(total)}{note}"
-                           + (f"; estimates {', '.join(bases)}" if bases else ""))
-
-
 def cmd_build(args, reporter: Reporter) -> int:
     """`build-all` and `build`, once per architecture given (--arch gfx942,gfx950), in order: what the first built
     with the same input hash is up to date for the next. A failure stops the rest, unless --keep-going."""
@@ -269,13 +223,17 @@ def _build_one(args, options: Options, reporter: Reporter) -> int:
         blocked = resolve.require_resolvable(plan, options, reporter)
         # Then AMD's files: an incomplete lock is completed first where the index answers; a file without a
         # sha256 is never downloaded.
-        if runner.unpinned_sources(plan.steps) and not options.offline and pins.lock_first(options, plan, reporter):
-            plan = _make_plan(args, options)
-            runner.explain_lost(plan, recovery)
-            runner.block(plan, blocked)
-        runner.check_sources_pinned(plan)
+        failure = None
+        if runner.unpinned_sources(plan.steps) and not options.offline:
+            locked, failure = _lock_first(options, plan, reporter)
+            if locked:
+                plan = _make_plan(args, options)
+                runner.explain_lost(plan, recovery)
+                runner.block(plan, blocked)
+        _block_unlocked([plan], reporter, "built", failure)
         if any(s.state == runner.BUILD for s in plan.steps):
             SourceCache(options.source_cache).ensure_writable()
+            SourceCache(options.source_cache).check_private(options.shared_source_cache)
         if options.offline:
             runner.check_sources_cached(plan, options)
         if not getattr(args, "skip_disk_check", False):
@@ -288,6 +246,38 @@ def _build_one(args, options: Options, reporter: Reporter) -> int:
     runner.summarize(steps, reporter, plan.arch.name)
     runner.raise_if_failed(steps)
     return 0
+
+
+def _lock_first(options: Options, plan, reporter: Reporter, archs: set[str] | None = None
+                ) -> tuple[bool, UserError | None]:
+    """pins.lock_first, a failure to lock (the index unreachable) kept rather than raised: the packages that need no
+    unlocked file go on without it (issue 36), and it is the run's one line only where none is left."""
+    try:
+        return pins.lock_first(options, plan, reporter, archs), None
+    except UserError as exc:
+        return False, exc
+
+
+def _block_unlocked(plans: list, reporter: Reporter, verb: str, failure: UserError | None,
+                    dependents: bool = True) -> dict[str, str]:
+    """Block the packages that need a file the lock does not pin (and, for a build, what needs them), one line each,
+    then say which go on; where nothing is left, one line: the failure to lock, else the first unlocked file."""
+    reasons: dict[str, str] = {}
+    for plan in plans:
+        reasons.update(runner.block_unpinned(plan, dependents, stop_when_none_left=False))
+    if reasons and not any(s.state == runner.BUILD for plan in plans for s in plan.steps):
+        if failure is not None:
+            raise failure
+        raise UserError(next(iter(reasons.values())) + (f" (and {len(reasons) - 1} more package(s) like it)"
+                                                         if len(reasons) > 1 else ""))
+    if failure is not None and reasons:
+        reporter.error(f"error: {failure}")
+    for name, why in reasons.items():
+        reporter.error(f"error: {why}" if why.startswith(f"{name}: ") else f"error: {name}: {why}")
+    if reasons:
+        reporter.error(f"not locked: {', '.join(reasons)} will not be {verb} (run `orchestrate pins --lock` where "
+                       f"AMD's index answers); the packages that need no unlocked file go on")
+    return reasons
 
 
 def _write_page(channel: Channel, options: Options, reporter: Reporter) -> None:
@@ -350,21 +340,24 @@ def cmd_fetch(args, reporter: Reporter) -> int:
         raise UserError("--arch and --all-archs exclude each other: pass one")
     plans = _fetch_plans(args, options)
     SourceCache(options.source_cache).ensure_writable()
+    SourceCache(options.source_cache).check_private(options.shared_source_cache)
     stops.describe(lambda: f"the source cache {options.source_cache} keeps every source fetched so far",
                    "run the same command again to fetch the rest")
     # As build-all does: an incomplete lock of AMD's files is completed first where the index answers (one line
     # where it does not); a file without a sha256 is never downloaded.
-    unlocked = [plan for plan in plans if runner.unpinned_sources(plan.steps)]
-    if unlocked and pins.lock_first(options, unlocked[0], reporter):
-        plans = _fetch_plans(args, options)
+    unlocked, failure = [plan for plan in plans if runner.unpinned_sources(plan.steps)], None
+    if unlocked:
+        locked, failure = _lock_first(options, unlocked[0], reporter, {p.arch.name for p in unlocked})
+        if locked:
+            plans = _fetch_plans(args, options)
     # With --solve, requirements first: seconds, where the sources may take an hour. A channel that cannot be
     # reached stops here; a requirement no channel has is reported and the sources are still fetched (a
     # recipe fix changes no source), so one run tells everything.
     unresolved = fetch.unresolved_requirements(plans, options) if args.solve else []
     for line in unresolved:
         reporter.error(f"error: {line}")
-    for plan in plans:  # a file without a sha256 is never downloaded
-        runner.check_sources_pinned(plan)
+    # a file without a sha256 is never downloaded; the packages that need none are fetched
+    not_locked = _block_unlocked(plans, reporter, "fetched", failure, dependents=False)
     reporter.info(f"source cache: {options.source_cache}")
     results = []
     with clean.work_area(options):
@@ -375,6 +368,7 @@ def cmd_fetch(args, reporter: Reporter) -> int:
     failed = [r for r in results if r.state == fetch.FAILED]
     problems = [f"{len(failed)} source(s) failed"] if failed else []
     problems += [f"{len(unresolved)} requirement(s) cannot be resolved"] if unresolved else []
+    problems += [f"{len(not_locked)} package(s) need files not locked"] if not_locked else []
     if problems:
         raise UserError(f"{' and '.join(problems)} (see above): fix them before building")
     return 0

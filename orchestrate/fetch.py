@@ -21,7 +21,7 @@ from .errors import DISK_FULL_TEXT, disk_full_message
 from .builder import discard_work, new_work_folder
 from .options import Options
 from .recipes import Output, recipe_data, rerender
-from .runner import NOT_NEEDED
+from .runner import BLOCKED, NOT_NEEDED
 from .sources import Source, SourceCache, sources_of
 from .ui import Reporter
 
@@ -52,7 +52,7 @@ def unique_runs(plans) -> list[RecipeRun]:
     for plan in plans:
         for step in plan.steps:
             output = step.output
-            if output.skipped or step.state == NOT_NEEDED:  # outside the default closure: not built
+            if output.skipped or step.state in (NOT_NEEDED, BLOCKED):  # outside the closure, or a file not locked
                 continue
             key = (str(output.recipe_path), repr(sources_of(output.rendered)))
             seen.setdefault(key, RecipeRun(output, plan.config))

@@ -28,7 +28,7 @@ from .errors import UserError
 from .options import Options, existing_folder, find_workspace
 from .prebuilt import PYTORCH_FROM
 from .recipes import Output, discover, load_recipe_yaml, render_all, variant_config
-from .runner import unlocked_urls
+from .plan_sources import unlocked_urls
 from .sources import ZERO_SHA256, sources_of
 from .ui import Reporter
 

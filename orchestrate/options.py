@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
-import json
 import os
 import re
 import tomllib
@@ -14,6 +12,7 @@ from typing import Callable
 from .arch_list import ARCH_ENV, arch_given_by, arch_list, archs_from
 from .channels import anchored
 from .errors import UserError
+from .toml_words import kind_of, toml_value, unknown_key
 from .key_text import key_file, public_key  # the checkers of sign_key and trusted_keys
 
 CONFIG_FILE = "orchestrate.toml"
@@ -46,6 +45,7 @@ class Options:
     compiler_launcher: str = ""
     run_tests: bool = True
     source_cache: Path | None = None  # rattler-build's source cache, shared by every build and architecture
+    shared_source_cache: bool = False  # a cache other users can change is taken (orchestrate.toml says so)
     offline: bool = False  # build from the source cache only; a missing source is an error before any build
     package_format: str = DEFAULT_PACKAGE_FORMAT
     compression_threads: int | None = None  # zstd threads for conda packages; None: rattler-build's (all cores)
@@ -268,9 +268,9 @@ class ConfigKey:
         else:
             fits = isinstance(value, self.kind) and not (self.kind is int and isinstance(value, bool))
         if not fits:
-            raise UserError(f"{where} = {_toml(value)} is {_kind_of(value)}: write {self.form}")
+            raise UserError(f"{where} = {toml_value(value)} is {kind_of(value)}: write {self.form}")
         for text in values if self.kind is list else [value]:
-            self._check(str(text), f"{where} = {_toml(value)}", workspace)
+            self._check(str(text), f"{where} = {toml_value(value)}", workspace)
         return values
 
     def _check(self, text: str, said: str, workspace: Path) -> None:
@@ -305,6 +305,10 @@ CONFIG_KEYS = (
               "the source cache folder (see [Sources](getting-started.md#sources-downloaded-once-checked-before-the-"
               "hours-start))", default='`".orchestrate/sources"`', flag="--source-cache", check=folder,
               in_workspace=True),
+    ConfigKey("shared_source_cache", bool, "true or false, e.g. shared_source_cache = true",
+              "take a source cache that other users can change (a team's folder), trusting everyone who can write it "
+              "as the channel's writers are trusted (see [What the network and upstreams can do](sharing.md#what-the-network-and-upstreams-can-do))",
+              default="false: such a cache is refused"),
     ConfigKey("max_jobs", int, "a whole number of 1 or more, e.g. max_jobs = 4 (leave it out for cores and memory)",
               "`MAX_JOBS` for the builds", default=f"min(cores, free GiB / {GIB_PER_JOB})", flag="--jobs",
               check=count),
@@ -360,54 +364,25 @@ def load_config(workspace: Path) -> dict:
         elif name in keys:
             config[name] = keys[name].read(value, f"{path}: {name}", workspace)
         else:
-            raise UserError(_unknown(f"{path}: unknown key {name!r}", name, [*keys, S3_OPTIONS]))
+            raise UserError(unknown_key(f"{path}: unknown key {name!r}", name, [*keys, S3_OPTIONS]))
     return config
 
 
 def _s3_options(tables, path: Path, workspace: Path) -> dict:
     example = '[s3-options.<bucket>] with endpoint-url = "http://minio:9000" under it'
     if not isinstance(tables, dict):
-        raise UserError(f"{path}: {S3_OPTIONS} = {_toml(tables)} is {_kind_of(tables)}: write {example}")
+        raise UserError(f"{path}: {S3_OPTIONS} = {toml_value(tables)} is {kind_of(tables)}: write {example}")
     keys = {key.name: key for key in S3_OPTION_KEYS}
     for bucket, table in tables.items():
         if not isinstance(table, dict):
-            raise UserError(f"{path}: [{S3_OPTIONS}] {bucket} = {_toml(table)}: [{S3_OPTIONS}] holds one table per "
-                            f"bucket: write [{S3_OPTIONS}.<bucket>] with {bucket} = {_toml(table)} under it")
+            raise UserError(f"{path}: [{S3_OPTIONS}] {bucket} = {toml_value(table)}: [{S3_OPTIONS}] holds one table per "
+                            f"bucket: write [{S3_OPTIONS}.<bucket>] with {bucket} = {toml_value(table)} under it")
         for name, value in table.items():
             where = f"{path}: [{S3_OPTIONS}.{bucket}] {name}"
             if name not in keys:
-                raise UserError(_unknown(f"{where} is no S3 option", name, list(keys)))
+                raise UserError(unknown_key(f"{where} is no S3 option", name, list(keys)))
             keys[name].read(value, where, workspace)
     return tables
-
-
-def _unknown(said: str, name: str, known: list[str]) -> str:
-    """`said`, and the nearest known key (`max-jobs` is max_jobs), else every known key."""
-    spelt = {k.replace("-", "_").lower(): k for k in known}
-    written = name.replace("-", "_").lower()
-    near = written if written in spelt else next(iter(difflib.get_close_matches(written, list(spelt), n=1)), None)
-    if near:
-        return f"{said}: did you mean {spelt[near]!r}?"
-    return f"{said}: the keys are {', '.join(known)} (docs/reference.md, orchestrate.toml)"
-
-
-def _toml(value) -> str:
-    """A value as orchestrate.toml writes it."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (str, int, float, list)):
-        return json.dumps(value, ensure_ascii=False, default=str)
-    return str(value)
-
-
-def _kind_of(value) -> str:
-    kinds = [(bool, "true or false"), (int, "a whole number"), (float, "a number"), (str, "text"), (list, "a list"),
-             (dict, "a table")]
-    if isinstance(value, list) and any(not isinstance(item, str) for item in value):
-        return f"a list holding {_kind_of(next(item for item in value if not isinstance(item, str)))}"
-    return next((name for kind, name in kinds if isinstance(value, kind)), "a date")
 
 
 def find_workspace(start: Path) -> Path:
@@ -476,11 +451,18 @@ def options_from_args(args: argparse.Namespace) -> Options:
         compiler_launcher=args.compiler_launcher or config.get("compiler_launcher", ""),
         run_tests=not args.no_tests,
         source_cache=(args.source_cache.resolve() if args.source_cache else _source_cache(config, workspace)),
+        shared_source_cache=bool(config.get("shared_source_cache", False)),
         offline=args.offline,
         package_format=config.get("package_format", DEFAULT_PACKAGE_FORMAT),
         compression_threads=config.get("compression_threads"),
         trusted_keys=[*config.get("trusted_keys", []), *(getattr(args, "trusted_key", None) or [])],
     )
+
+
+def workspace_source_cache(workspace: Path) -> Path:
+    """The source cache a command without --source-cache uses: orchestrate.toml's `source_cache`, else the
+    workspace's own (`pins --lock` and `pins --bump --write` keep what they download there)."""
+    return _source_cache(load_config(workspace), workspace) or Options(workspace, workspace).source_cache
 
 
 def _source_cache(config: dict, workspace: Path) -> Path | None:

@@ -24,9 +24,9 @@ from . import prebuilt as amd
 from . import web
 from .architectures import ArchitectureTable
 from .errors import UserError
-from .options import ARCH_ENV, Options, arch_from, existing_folder, find_workspace, load_config, seconds
+from .options import ARCH_ENV, Options, arch_from, existing_folder, find_workspace, load_config, seconds, workspace_source_cache
 from .release_files import ReadError, World, requirements_on
-from .sources import ZERO_SHA256, Source
+from .sources import ZERO_SHA256, Source, SourceCache
 from .ui import Reporter
 from .yaml_files import read_mapping
 from .web import DEFAULT_PYPI_URL, PYPI_URL_ENV, Unreachable
@@ -70,8 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR",
                         help="folder with recipes/ and variants/ (default: found from here)")
     parser.add_argument("--arch", help=f"architecture whose rendered sources to show (default: orchestrate.toml's arch, "
-                                       f"else ${ARCH_ENV}, else the table's first; only rocm-sdk's tarball differs "
-                                       "between architectures)")
+                                       f"else ${ARCH_ENV}, else the table's first; only rocm-sdk's tarball differs between "
+                                       "architectures); with --lock, the only one whose files are downloaded where the index gives no sha256")
     parser.add_argument("--pypi-url", help=f"PyPI JSON API base (default: ${PYPI_URL_ENV}, else {DEFAULT_PYPI_URL})")
     parser.add_argument("--git-base", help=f"where OWNER/REPO git repositories are (URL or folder; default: "
                                            f"${GIT_BASE_ENV}, else {DEFAULT_GIT_BASE})")
@@ -79,14 +79,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--quiet", "-q", action="store_true", help="plain lines")
     parser.add_argument("--lock", action="store_true",
-                        help=f"pin AMD's prebuilt artifacts (variants/{amd.PREBUILT_FILE}) by the sha256 their index "
-                             f"publishes, into variants/{amd.LOCK_FILE} (commit it)")
+                        help=f"pin AMD's prebuilt artifacts (variants/{amd.PREBUILT_FILE}) by the sha256 their index publishes, "
+                             f"else by one download into the source cache, into variants/{amd.LOCK_FILE} (commit it)")
 
 
 def run(args, reporter: Reporter) -> int:
     workspace = (args.workspace or find_workspace(Path.cwd())).resolve()
     if args.lock:
-        return 1 if lock_workspace(workspace, reporter, args.timeout) else 0
+        return 1 if lock_workspace(workspace, reporter, args.timeout, archs={args.arch} if args.arch else None) else 0
     pypi_url = web.pypi_base(args.pypi_url)
     git_base = (args.git_base or os.environ.get(GIT_BASE_ENV) or DEFAULT_GIT_BASE).rstrip("/")
     if args.timeout <= 0:
@@ -112,44 +112,48 @@ def run(args, reporter: Reporter) -> int:
     return 0 if report["ok"] else 1
 
 
-def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = package_index.DEFAULT_TIMEOUT) -> list[str]:
-    """`pins --lock`: read the index, write the lock, say what could not be locked (one line each)."""
+def lock_workspace(workspace: Path, reporter: Reporter, timeout: float = package_index.DEFAULT_TIMEOUT,
+                   source_cache: Path | None = None, archs: set[str] | None = None) -> list[str]:
+    """`pins --lock`: read the index, write the lock, say what could not be locked (one line each); a file listed
+    without a hash (of `archs`, else any) is downloaded once into the source cache."""
     variants = workspace / "variants"
     prebuilt = amd.Prebuilt.load(variants)
     if prebuilt is None:
         raise UserError(f"{variants / amd.PREBUILT_FILE} does not exist: nothing to lock (it declares AMD's artifacts)")
     table = ArchitectureTable.load(variants)
     shared = read_mapping(variants / "shared.yaml")
+    cache = SourceCache(source_cache or workspace_source_cache(workspace))
     # what the declarations' templates may name: the pins, and each architecture's own keys (torch_device_family)
-    result = amd.lock(prebuilt, table.names(), lambda arch: {**shared, **table.get(arch).variant_keys()}, timeout)
+    result = amd.lock(prebuilt, table.names(), lambda arch: {**shared, **table.get(arch).variant_keys()}, timeout,
+                      download=amd.downloader(cache, timeout, reporter.info), download_archs=archs)
     path = amd.write_lock(prebuilt, result, table.names())
-    locked = sum(1 for e in result.entries.values() for x in (e.values() if isinstance(e, dict) else [e])
-                 if isinstance(x, amd.Locked))
+    pinned = [x for e in result.entries.values() for x in (e.values() if isinstance(e, dict) else [e]) if isinstance(x, amd.Locked)]
     absent = {key: [arch for arch, x in e.items() if isinstance(x, amd.Absent)]
               for key, e in result.entries.items() if isinstance(e, dict)}
-    count = sum(len(archs) for archs in absent.values())
-    reporter.line(f"wrote {path}: {locked} file(s) pinned by sha256 from {prebuilt.index}"
-                  + (f", {count} absent" if count else "") + "; commit it")
-    for key, archs in absent.items():
-        if archs:
-            project = prebuilt.artifacts[key].project.replace("{gpu_arch}", "<gfx>")
-            then = ("those architectures build PyTorch from source" if prebuilt.artifacts[key].pytorch
-                    else "those architectures cannot use this artifact")
-            reporter.line(f"absent: the index has no {project} for {', '.join(archs)} ({then})")
+    count, computed = sum(len(missing) for missing in absent.values()), sum(amd.COMPUTED in x.evidence for x in pinned)
+    reporter.line(f"wrote {path}: {len(pinned)} file(s) pinned by sha256 from {prebuilt.index}" + (
+        f" ({computed} computed by download)" if computed else "") + (f", {count} absent" if count else "") + "; commit it")
+    for key, missing in ((key, missing) for key, missing in absent.items() if missing):
+        artifact = prebuilt.artifacts[key]
+        reporter.line(f"absent: the index has no {artifact.project.replace('{gpu_arch}', '<gfx>')} for {', '.join(missing)}"
+                      f" (those architectures {'build PyTorch from source' if artifact.pytorch else 'cannot use this artifact'})")
+    if result.deferred:
+        reporter.line(f"not locked: {len(result.deferred)} file(s) of other architectures (no sha256 on the index: "
+                      f"`{amd.LOCK_COMMAND}` downloads them all)")
     for problem in result.problems:
         reporter.error(problem)
     return result.problems
 
 
-def lock_first(options: Options, plan, reporter: Reporter) -> bool:
-    """build-all on a networked run with an incomplete lock: lock first, saying so. True when it locked."""
-    prebuilt = plan.choice.prebuilt if plan.choice else None
-    if prebuilt is None:
+def lock_first(options: Options, plan, reporter: Reporter, archs: set[str] | None = None) -> bool:
+    """build-all or fetch on a networked run with an incomplete lock: lock first, saying so, downloading only the
+    files of `archs` (else the plan's) the index gives no hash for. True when it locked."""
+    if (prebuilt := plan.choice.prebuilt if plan.choice else None) is None:
         return False
     reporter.line(f"locking AMD artifacts from {prebuilt.index}: variants/{amd.LOCK_FILE} does not pin every file "
                   "this build downloads")
     try:
-        lock_workspace(options.workspace, reporter)
+        lock_workspace(options.workspace, reporter, source_cache=options.source_cache, archs=archs or {plan.arch.name})
     except UserError as exc:
         raise UserError(f"{exc} (or run `{amd.LOCK_COMMAND}` where the index can be reached and commit "
                         f"variants/{amd.LOCK_FILE})") from None

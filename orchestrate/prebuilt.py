@@ -1,5 +1,6 @@
 """AMD's prebuilt artifacts: which ones the prebuilt path downloads (variants/prebuilt.yaml), the sha256 of
-each (variants/prebuilt-lock.yaml, written by `orchestrate pins --lock` from the index's own hashes), and
+each (variants/prebuilt-lock.yaml, written by `orchestrate pins --lock` from the index's own hashes, or from one
+download where it publishes none), and
 what that means for one architecture: the `KEY_url` / `KEY_sha256` variant keys recipes read, and whether
 PyTorch comes from AMD's wheels or from source (`pytorch_from`), with the reason.
 
@@ -9,8 +10,10 @@ refuses to download it (runner.check_sources_pinned).
 from __future__ import annotations
 
 import datetime
+import hashlib
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,9 @@ from packaging.version import Version
 
 from . import glibc, web
 from .architectures import Architecture
-from .errors import UserError
+from .errors import UserError, writing
+from .grammar import NotGrammar, checked_file, checked_url
+from .sources import SourceCache, seed_download
 from .yaml_files import read_mapping
 from .package_index import DEFAULT_TIMEOUT, IndexFile, file_matches, pick_file, project_page, read_project, versions_of, with_slash
 
@@ -32,6 +37,7 @@ PREBUILT, SOURCE = "prebuilt", "source"
 MI100_FA_FLAG = "aotriton_mi100_fa"
 URL_SUFFIX, SHA256_SUFFIX, GLIBC_SUFFIX = "_url", "_sha256", "_glibc"
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+COMPUTED = "computed from download"  # a lock entry's evidence where the index gave no hash
 # Where a plan row says its package comes from.
 ORIGIN_PREBUILT_WHEEL, ORIGIN_PREBUILT_ARCHIVE = "prebuilt wheel", "prebuilt archive"
 ORIGIN_SOURCE, ORIGIN_METAPACKAGE, ORIGIN_PYPI_WHEEL = "source build", "metapackage", "PyPI wheel"
@@ -67,6 +73,7 @@ class Locked:
     url: str
     sha256: str
     evidence: str = ""
+    size: int | None = None  # bytes, where the lock computed the sha256 by downloading the file
 
 
 @dataclass(frozen=True)
@@ -238,17 +245,25 @@ def origin_of(rendered: dict, prebuilt_urls: set[str], index: str) -> str:
 class LockResult:
     entries: dict[str, Any]  # what to write: key -> Locked | {arch: Locked | Absent}
     problems: list[str]  # one line each
+    deferred: list[str] = field(default_factory=list)  # files of other architectures left to a full `pins --lock`
 
 
 def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float = DEFAULT_TIMEOUT,
-         today: str | None = None, read: Any = None) -> LockResult:
+         today: str | None = None, read: Any = None, download: Any = None,
+         download_archs: "set[str] | None" = None) -> LockResult:
     """Read every declared artifact's project page and pin the file the pins name by the index's sha256.
     `values_for(arch)` gives the shared.yaml values (python, versions) for an architecture; `read(project)`,
-    if given, reads a page instead (`pins --bump --write`: the pages its decisions read, and its errors)."""
+    if given, reads a page instead (`pins --bump --write`: the pages its decisions read, and its errors).
+    Where the index publishes no sha256 (TheRock's page generator writes none unless --include-checksums),
+    `download(url)` streams the file once and returns its (sha256, size); without it, the file is not locked.
+    The URL is always the one the index lists (a hand-seeded entry's guess is replaced). `download_archs`: the
+    architectures whose per-architecture files may be downloaded (a build locks its own, not gigabytes of device
+    wheels for every GPU of the table); the others are `deferred`, left unlocked without a problem."""
     today = today or datetime.date.today().isoformat()
     pages: dict[str, list[IndexFile] | None] = {}
     entries: dict[str, Any] = {}
     problems: list[str] = []
+    deferred: list[str] = []
 
     def page(project: str) -> list[IndexFile] | None:
         if project not in pages:
@@ -279,6 +294,13 @@ def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float =
                                     f"there): fix `project:` in {prebuilt.path.name}")
                 continue
             chosen = pick_file(files, project, version, python_tag)
+            try:  # the index's text goes into the lock, and from there into recipes: its own grammar, or nothing
+                if chosen is not None:
+                    checked_file(chosen.filename, f"{page_url}")
+                    checked_url(chosen.url, f"{page_url} (the link to {chosen.filename})", [prebuilt.index])
+            except NotGrammar as exc:
+                problems.append(f"{artifact.key}: {exc}")
+                continue
             if chosen is None:
                 known = versions_of(files, project)
                 if artifact.per_arch and Version(version) not in known:
@@ -292,11 +314,31 @@ def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float =
             if not SHA256_HEX.match(chosen.sha256):
                 kept = prebuilt.entry(artifact, values, arch) if prebuilt.lock_index == prebuilt.index else None
                 if isinstance(kept, Locked) and kept.file == chosen.filename:
-                    per_arch[arch] = kept  # pinned by hand from public evidence; the index adds nothing
+                    # pinned by hand from public evidence: its sha256 stays, the URL becomes the index's link
+                    per_arch[arch] = Locked(kept.file, chosen.url, kept.sha256, kept.evidence, kept.size)
                     continue
-                problems.append(f"{artifact.key}: {chosen.url} has no sha256 on {prebuilt.index} (no #sha256= fragment "
-                                f"or PEP 691 hash): not locked; add its sha256 to {prebuilt.lock_path.name} by hand, "
-                                "with an evidence: string naming where it is published")
+                if download is not None and artifact.per_arch and download_archs is not None \
+                        and arch not in download_archs:
+                    deferred.append(chosen.filename)
+                    continue
+                if download is None:
+                    problems.append(f"{artifact.key}: {chosen.url} has no sha256 on {prebuilt.index} (no #sha256= "
+                                    f"fragment or PEP 691 hash): not locked; run `{LOCK_COMMAND}` where the index "
+                                    f"can be reached, or add its sha256 to {prebuilt.lock_path.name} by hand, with "
+                                    "an evidence: string naming where it is published")
+                    continue
+                try:
+                    digest, size = download(chosen.url)
+                except web.Unreachable as exc:
+                    problems.append(f"{artifact.key}: {web.shown_url(chosen.url)} has no sha256 on the index and could "
+                                    f"not be downloaded to compute it ({exc}): check the network, then run "
+                                    f"`{LOCK_COMMAND}` again")
+                    continue
+                except web.HTTPStatus as exc:
+                    problems.append(f"{artifact.key}: the index lists {web.shown_url(chosen.url)} but it answers "
+                                    f"HTTP {exc.code}: not locked; run `{LOCK_COMMAND}` again later")
+                    continue
+                per_arch[arch] = Locked(chosen.filename, chosen.url, digest, f"{COMPUTED} {today}", size)
                 continue
             per_arch[arch] = Locked(chosen.filename, chosen.url, chosen.sha256, f"{prebuilt.index} sha256, read {today}")
         if artifact.per_arch:
@@ -304,7 +346,7 @@ def lock(prebuilt: Prebuilt, archs: list[str], values_for: Any, timeout: float =
                 entries[artifact.key] = per_arch
         elif per_arch:
             entries[artifact.key] = next(iter(per_arch.values()))
-    return LockResult(entries, problems)
+    return LockResult(entries, problems, deferred)
 
 
 def write_lock(prebuilt: Prebuilt, result: LockResult, archs: list[str], now: str | None = None) -> Path:
@@ -312,7 +354,8 @@ def write_lock(prebuilt: Prebuilt, result: LockResult, archs: list[str], now: st
     now = now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# Written by `{LOCK_COMMAND}` from {prebuilt.index} on {now}. Commit it: builds download only",
              "# the files it pins, checked against these sha256. Re-run the command after changing a pin; an entry",
-             "# added by hand from public evidence carries an `evidence:` string saying where.",
+             "# added by hand from public evidence carries an `evidence:` string saying where; one the index gives",
+             "# no hash for is downloaded once, its sha256 and size computed (`evidence: computed from download`).",
              f"index: {prebuilt.index}", "artifacts:"]
     for key, artifact in prebuilt.artifacts.items():
         entry = result.entries.get(key)
@@ -328,11 +371,40 @@ def write_lock(prebuilt: Prebuilt, result: LockResult, archs: list[str], now: st
     return prebuilt.lock_path
 
 
+def downloader(cache: SourceCache, timeout: float, say: Any):
+    """lock()'s `download` for `pins --lock`: each file saying why it is downloaded, kept in the source cache."""
+    def download(url: str) -> tuple[str, int]:
+        say(f"downloading {web.shown_url(url)}: the index gives no sha256, so it is computed here (the file is kept "
+            f"in the source cache {cache.path})")
+        return download_into_cache(url, cache, timeout)
+
+    return download
+
+
+def download_into_cache(url: str, cache: SourceCache, timeout: float = DEFAULT_TIMEOUT) -> tuple[str, int]:
+    """Stream a file the index lists without a hash once, computing its sha256 and size, into the source cache
+    (sources.seed_download), where rattler-build finds it: no fetch or build downloads it again."""
+    cache.ensure_writable()
+    digest = hashlib.sha256()
+    with writing("a download into", cache.path):
+        handle, partial = tempfile.mkstemp(dir=cache.path, prefix=".download-")
+    try:
+        with os.fdopen(handle, "wb") as out, web.opened(url, timeout) as response:
+            size = web.stream(response, out, None, url, digest.update)
+        seed_download(cache, url, digest.hexdigest(), Path(partial))
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return digest.hexdigest(), size
+
+
 def _flow(entry: "Locked | Absent") -> str:
     if isinstance(entry, Absent):
         data = {"absent": entry.reason}
     else:
         data = {"file": entry.file, "url": entry.url, "sha256": entry.sha256}
+        if entry.size is not None:
+            data["size"] = entry.size
         if entry.evidence:
             data["evidence"] = entry.evidence
     return yaml.safe_dump(data, default_flow_style=True, sort_keys=False, width=10**6).strip()
@@ -342,7 +414,9 @@ def _entry(path: Path, key: str, raw: Any) -> "Locked | Absent":
     if isinstance(raw, dict) and "absent" in raw:
         return Absent(str(raw["absent"]))
     if isinstance(raw, dict) and raw.get("file") and raw.get("url") and SHA256_HEX.match(str(raw.get("sha256", "")).lower()):
-        return Locked(str(raw["file"]), str(raw["url"]), str(raw["sha256"]).lower(), str(raw.get("evidence") or ""))
+        size = raw.get("size")
+        return Locked(str(raw["file"]), str(raw["url"]), str(raw["sha256"]).lower(), str(raw.get("evidence") or ""),
+                      size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None)
     raise UserError(f"{path}: {key} needs file, url and a 64-hex sha256 (or absent: why): fix the entry or run "
                     f"`{LOCK_COMMAND}`")
 

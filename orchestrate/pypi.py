@@ -31,9 +31,12 @@ from .errors import UserError
 from .input_hash import SHARED_SCRIPTS
 from .options import existing_folder, find_workspace, seconds
 from .pypi_table import LICENSE_FILE_NAME, LICENSES_FOLDER, RECIPE_FOLDER, SHA256, Entry, Table, load_table
+from .grammar import NotGrammar, checked_file, checked_pin, checked_url
 from .yaml_files import read_mapping
 
 PYPI_FILES_HOST = "https://files.pythonhosted.org"
+WHEEL_BOUND = 4 * 2**30  # a wheel PyPI's JSON lists without its size: no wheel we add comes near it
+TEMPLATE_OR_CONTROL = re.compile(r"\$\{\{|\{\{|\{%|[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # rendered, or acted on by a terminal
 # A PyPI file URL is content-addressed: /packages/<2 hex>/<2 hex>/<60 hex>/<file>, whichever host serves it.
 CONTENT_PATH = re.compile(r"/packages/([0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{60}/[^/]+)$")
 WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-(?P<python>[^-]+)-(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$")
@@ -199,8 +202,9 @@ def run(args, reporter) -> int:
     expected = str((chosen.get("digests") or {}).get("sha256") or "")
     if not SHA256.match(expected):
         raise UserError(f"{json_url} gives no sha256 for {chosen['filename']}: no pin without a checksum")
+    checked_url(url, f"{json_url} ({name})", [pypi_url, PYPI_FILES_HOST])  # no other host is even asked
     try:
-        wheel = web.get(url, args.timeout, accept="*/*").body
+        wheel = web.get(url, args.timeout, accept="*/*", limit=web.listed_size(chosen, WHEEL_BOUND)).body
     except web.Unreachable as exc:
         raise UserError(f"cannot download {url} ({exc}): check the network or a proxy")
     except LookupError as exc:
@@ -228,6 +232,7 @@ def run(args, reporter) -> int:
         if given.resolve() != target.resolve():
             shutil.copyfile(given, target)
     entry["license_file"] = license_file
+    checked_entry(entry, pypi_url, json_url)
     write_entry(table.path, conda, {k: v for k, v in entry.items() if v != "" or k in ("depends", "imports")})
     floor = glibc.wheel_floor(chosen["filename"])
     kind = "noarch: python" if noarch else f"linux-64, Python {python}, " + (
@@ -448,3 +453,21 @@ HEADER = """# PyPI-only dependencies, repackaged as conda packages by the one re
 # orchestrate/pypi_table.py). Write or refresh an entry with `orchestrate pypi add NAME==VERSION`.
 names: {}
 """
+
+
+def checked_entry(entry: dict, pypi_url: str, source: str) -> dict:
+    """A table entry whose upstream values match their grammar (issue 37, a13/a20): the version, the file name, an
+    https URL on PyPI's file host or the lookup's own host, the sha256; the summary without template or control
+    characters. Else NotGrammar, naming the value and `source`, and nothing is written."""
+    where = f"{source} ({entry.get('pypi')})"
+    checked_pin(entry.get("version"), f"{where} version")
+    checked_file(entry.get("file"), f"{where} file name")
+    checked_url(entry.get("url"), f"{where} URL", [pypi_url, PYPI_FILES_HOST])
+    if not SHA256.match(str(entry.get("sha256") or "")):
+        raise NotGrammar(f"{where} gave sha256 {str(entry.get('sha256'))[:80]!r}, which is not one: refused, nothing written")
+    for key in ("summary", "license"):
+        text = str(entry.get(key) or "")
+        if TEMPLATE_OR_CONTROL.search(text):
+            raise NotGrammar(f"{where} gave a {key} {text[:80]!r} holding template syntax or control characters: "
+                             "refused, nothing written (check that upstream)")
+    return entry

@@ -143,7 +143,7 @@ class World:
         """Requirement lines of the sdist's requirement files whose path (inside the sdist's folder) matches:
         what a build from the sdist installs (vLLM's requirements/rocm.txt), which its wheel METADATA lacks."""
         sdist = self._sdist(name, label)
-        members = self.sdist_members(sdist["url"], re.compile(r"^[^/]+/(" + files.pattern + r")$"))
+        members = self.sdist_members(sdist["url"], re.compile(r"^[^/]+/(" + files.pattern + r")$"), web.listed_size(sdist))
         found = []
         for path, text in sorted(members.items()):
             lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
@@ -154,7 +154,7 @@ class World:
     def sdist_file(self, name: str, label: str, path: str) -> Read:
         """The text of one file of a release's PyPI sdist (path relative to the sdist's top folder)."""
         sdist = self._sdist(name, label)
-        members = self.sdist_members(sdist["url"], re.compile(r"^[^/]+/" + re.escape(path) + "$"))
+        members = self.sdist_members(sdist["url"], re.compile(r"^[^/]+/" + re.escape(path) + "$"), web.listed_size(sdist))
         source = f"{sdist['filename']} {path}"
         if not members:
             raise ReadError(f"{source} does not exist")
@@ -167,10 +167,11 @@ class World:
             raise ReadError(f"{name} {label} has no sdist on {self.pypi_url}")
         return sdists[0]
 
-    def sdist_members(self, url: str, pattern: re.Pattern) -> dict[str, str]:
-        """The text of the sdist's files whose path matches (downloaded whole: a tarball has no directory)."""
+    def sdist_members(self, url: str, pattern: re.Pattern, limit: int = web.MAX_BODY) -> dict[str, str]:
+        """The text of the sdist's files whose path matches (downloaded whole, at most `limit` bytes, the size PyPI
+        lists: a tarball has no directory)."""
         if url not in self._sdists:
-            self._sdists[url] = self.download(url)
+            self._sdists[url] = self.download(url, limit)
         body = self._sdists[url]
         try:
             with tarfile.open(fileobj=io.BytesIO(body), mode="r:*") as archive:
@@ -192,9 +193,9 @@ class World:
             raise ReadError(f"cannot download {url} ({exc})") from None
         return digest.hexdigest()
 
-    def download(self, url: str) -> bytes:
+    def download(self, url: str, limit: int = web.MAX_BODY) -> bytes:
         try:
-            return web.get(url, self.timeout, accept="*/*").body
+            return web.get(url, self.timeout, accept="*/*", limit=limit).body
         except web.Unreachable as exc:
             raise ReadError(f"cannot reach {url} ({exc})", unreachable=True) from None
         except LookupError as exc:

@@ -17,11 +17,12 @@ from .errors import FAILED_BUILDS_PAGE, BuildFailed, UserError
 from .estimates import (DiskNeed, Estimate, check_disk, disk_needs, estimate_for, recorded_builds, source_cache_need,
                         this_host)
 from .options import Options
-from .prebuilt import LOCK_COMMAND, LOCK_FILE, PYTORCH_FROM, SHA256_SUFFIX, SOURCE, URL_SUFFIX, origin_of
+from .plan_sources import file_of, unpinned_of, unpinned_text
+from .prebuilt import LOCK_COMMAND, PYTORCH_FROM, SOURCE, origin_of
 from .input_hash import compute_input_hashes
 from .recipes import Output, VariantChoice, render_all, variant_choice
 from .share import bench as channel_bench
-from .sources import ZERO_SHA256, Source, SourceCache, sources_of
+from .sources import Source, SourceCache, sources_of
 from .ui import Progress, Reporter
 
 UP_TO_DATE, BUILD, SKIP, NOT_NEEDED = "up to date", "build", "skip", "not needed"
@@ -123,9 +124,9 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
         if step.state == BUILD:
             will_build.add(output.name)
             step.estimate = estimate_for(output, history)
-            unlocked = _unpinned(output)
+            unlocked = unpinned_of(output)
             if unlocked:
-                step.reasons.append(f"{len(unlocked)} file(s) without a sha256 yet ({', '.join(_file_of(s) for s in unlocked)}): "
+                step.reasons.append(f"{len(unlocked)} file(s) without a sha256 yet ({', '.join(file_of(s) for s in unlocked)}): "
                                     f"`{LOCK_COMMAND}` locks them (build-all does it first when online)")
         steps.append(step)
     return Plan(arch, steps, outputs, config, choice, notes)
@@ -169,31 +170,7 @@ def _explain_pytorch_from(outputs: list[Output], choice: VariantChoice) -> list[
 
 def unpinned_sources(steps: list[Step]) -> list[tuple[str, Source]]:
     """(package, source) for every url source a build would download with no sha256 or md5 to check it by."""
-    return [(s.output.name, source) for s in steps if s.state == BUILD for source in _unpinned(s.output)]
-
-
-def _unpinned(output: Output) -> list[Source]:
-    """Url sources without a checksum: none written, or a `KEY_sha256` variant key left empty by an incomplete
-    lock (rendered as 64 zeros, which a recipe that writes them out means as a wrong checksum, not as none)."""
-    unlocked = unlocked_urls(output)
-    return [s for s in sources_of(output.rendered) if s.kind == "url"
-            and (not s.pin or (s.pin == ZERO_SHA256 and s.location in unlocked))]
-
-
-def unlocked_urls(output: Output) -> set[str]:
-    """The prebuilt artifacts the lock has no sha256 for yet (their `KEY_sha256` variant key is empty)."""
-    return {output.variant.get(key[:-len(SHA256_SUFFIX)] + URL_SUFFIX) for key, value in output.variant.items()
-            if key.endswith(SHA256_SUFFIX) and value == ""}
-
-
-def _file_of(source: Source) -> str:
-    """What a row names for an unlocked source: the file, or the index project page's name."""
-    return source.location.rstrip("/").rsplit("/", 1)[-1]
-
-
-def _unpinned_text(package: str, source: Source) -> str:
-    return (f"{package}: {source.location} has no sha256 (in the recipe or variants/{LOCK_FILE}): "
-            f"run `{LOCK_COMMAND}`")
+    return [(s.output.name, source) for s in steps if s.state == BUILD for source in unpinned_of(s.output)]
 
 
 def check_sources_pinned(plan: Plan) -> None:
@@ -201,7 +178,27 @@ def check_sources_pinned(plan: Plan) -> None:
     missing = unpinned_sources(plan.steps)
     if missing:
         more = f" (and {len(missing) - 1} more source(s) like it)" if len(missing) > 1 else ""
-        raise UserError(_unpinned_text(*missing[0]) + more)
+        raise UserError(unpinned_text(*missing[0]) + more)
+
+
+def blockunpinned_of(plan: Plan, dependents: bool = True, stop_when_none_left: bool = True) -> dict[str, str]:
+    """No download without a checksum, and no stop for the packages that need none (issue 36): each package with a
+    url source the lock does not pin yet is blocked, with (`dependents`, for a build) every package that needs it;
+    the rest go on. Their reasons, by package; nothing left to build or fetch is the one line check_sources_pinned
+    says."""
+    reasons: dict[str, str] = {}
+    for package, source in unpinned_sources(plan.steps):
+        reasons.setdefault(package, unpinned_text(package, source))
+    if not reasons:
+        return {}
+    for step in plan.steps if dependents else []:  # in build order: what a blocked package's dependents need comes first
+        needs = sorted(step.output.requires & set(reasons))
+        if step.state == BUILD and step.output.name not in reasons and needs:
+            reasons[step.output.name] = f"needs {', '.join(needs)}, whose files are not locked"
+    if stop_when_none_left and all(s.output.name in reasons for s in plan.steps if s.state == BUILD):
+        check_sources_pinned(plan)
+    block(plan, reasons)
+    return reasons
 
 
 def expected_total(plan: Plan) -> tuple[float, int]:
@@ -480,7 +477,7 @@ def raise_if_failed(steps: list[Step]) -> None:
         raise BuildFailed(f"{failed} package(s) failed")
     if bad:
         raise BuildFailed(f"{len(bad)} package(s) were not built: their requirements, or those of a package they "
-                          "need, cannot be resolved (see the summary)")
+                          "need, cannot be resolved, or their files are not locked (see the summary)")
 
 
 def shared_line(plans: list[Plan]) -> str:

@@ -10,6 +10,13 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
+from .web import redact_urls
+
+
+def terminal_text(text: str) -> str:
+    """What a line shows: control characters as escapes, URLs without their userinfo or /t/<token>/ (web.py)."""
+    return redact_urls(text)
+
 GIB = 2**30
 
 
@@ -41,15 +48,18 @@ class Reporter:
         self.quiet = quiet
         self.fancy = self.console.is_terminal and not quiet
 
+    # Every line goes through terminal_text(): text a server, a channel or an upstream wrote (an HTTP status line, a file
+    # name, a library's error) never reaches the terminal with its control characters acting (issue 37, a19), and a
+    # URL's credentials never reach it at all (a18).
     def line(self, text: str) -> None:
-        self.console.print(text, markup=False)
+        self.console.print(terminal_text(text), markup=False)
 
     def info(self, text: str) -> None:
         if not self.quiet:
-            self.console.print(text, markup=False)
+            self.console.print(terminal_text(text), markup=False)
 
     def error(self, text: str) -> None:
-        self.err.print(text, markup=False, style="bold red" if self.err.is_terminal else None)
+        self.err.print(terminal_text(text), markup=False, style="bold red" if self.err.is_terminal else None)
 
     @contextmanager
     def building(self, label: str, progress: "Progress | None" = None, verb: str = "building"):
@@ -82,7 +92,7 @@ class Reporter:
             self.console.print(line, markup=False)
 
     def wrapped(self, text: str, indent: str = "", first: str | None = None) -> list[str]:
-        return textwrap.wrap(text, self.console.width, initial_indent=indent if first is None else first,
+        return textwrap.wrap(terminal_text(text), self.console.width, initial_indent=indent if first is None else first,
                              subsequent_indent=indent, break_on_hyphens=False) or [""]
 
     def fitted_table(self, title: str, columns: list[str], rows: list[list[str]], droppable: list[str],
@@ -92,6 +102,7 @@ class Reporter:
         name `#` is dropped outright); the `detail` column wraps at words beside the others, or goes on its own
         indented lines under its row when it would be narrower than a readable minimum."""
         width, gap, readable = self.console.width, 2, 40
+        title, rows = terminal_text(title), [[terminal_text(cell) for cell in row] for row in rows]
         widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
         at = columns.index(detail)
 

@@ -323,3 +323,9 @@ def table_components(table: Table, covered_pypi_names: set[str]) -> list[tuple[C
         found.append((Component(entry.name, key, None, (ReleaseSource("pypi", entry.pypi),),
                                 note=f"repackaged from PyPI ({TABLE_FILE})"), key, entry.version))
     return found
+
+
+
+def declared_tags(upstreams: Upstreams) -> list[re.Pattern]:
+    """Every tag pattern variants/upstreams.yaml declares: the tags grammar.checked_pin lets through."""
+    return [s.tag for c in upstreams.components.values() for s in c.releases if s.tag is not None]

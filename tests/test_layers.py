@@ -22,7 +22,7 @@ ORDER = {BASE: 0, DECLARATIONS: 1, WORK: 2, COMMANDS: 3, FACE: 4}
 
 LAYERS = {
     # Face: argv, the supervisor process, exit codes
-    "__init__": FACE, "__main__": FACE, "launch": FACE, "cli": FACE, "reference": FACE,
+    "__init__": FACE, "__main__": FACE, "launch": FACE, "cli": FACE, "reference": FACE, "plan_view": FACE,
     # Commands: one module per user command
     "runner": COMMANDS, "fetch": COMMANDS, "doctor": COMMANDS, "doctor_gpus": COMMANDS, "pins": COMMANDS, "contract": COMMANDS,
     "import_contract": COMMANDS, "lint": COMMANDS,
@@ -35,7 +35,7 @@ LAYERS = {
     "bump.write": COMMANDS, "bump.prove": COMMANDS, "bump.report": COMMANDS,
     "share.channel_page": COMMANDS,
     # Work: build one package, keep the channel, explain a failure, store a shared channel
-    "builder": WORK, "benchlog": WORK, "channel": WORK, "diagnose": WORK, "graph": WORK, "estimates": WORK,
+    "builder": WORK, "benchlog": WORK, "channel": WORK, "diagnose": WORK, "graph": WORK, "estimates": WORK, "plan_sources": WORK,
     "share.targets": WORK, "share.store": WORK, "share.s3": WORK, "share.credentials": WORK, "share.lookup": WORK,
     "share.bench": WORK, "share.untrusted": WORK, "share.signing": WORK, "share.link_scripts": WORK,
     "share.payload": WORK, "share.package_files": WORK, "release_files": WORK,
@@ -43,9 +43,9 @@ LAYERS = {
     "recipes": DECLARATIONS, "prebuilt": DECLARATIONS, "architectures": DECLARATIONS, "upstreams": DECLARATIONS,
     "sources": DECLARATIONS, "imports": DECLARATIONS, "pypi_table": DECLARATIONS, "input_hash": DECLARATIONS,
     # Base: errors, HTTP, signals, options, output
-    "errors": BASE, "web": BASE, "stops": BASE, "channels": BASE, "options": BASE, "crashpoints": BASE,
+    "errors": BASE, "web": BASE, "grammar": BASE, "stops": BASE, "channels": BASE, "options": BASE, "crashpoints": BASE,
     "detect": BASE, "arch_list": BASE, "ui": BASE, "package_index": BASE, "yaml_files": BASE, "glibc": BASE,
-    "key_text": BASE,
+    "key_text": BASE, "toml_words": BASE,
 }
 
 

@@ -253,15 +253,23 @@ def test_pins_lock_pins_every_file_by_the_index_hash_and_records_an_absent_devic
     assert "gfx908" in said and "gfx1151" not in said and said.endswith("(those architectures build PyTorch from source)")
 
 
-def test_a_file_without_a_hash_on_the_index_is_not_locked_and_named(serve, run, amd_workspace):
+def test_a_file_without_a_hash_on_the_index_is_locked_by_one_download_and_a_missing_one_is_named(serve, run,
+                                                                                                 amd_workspace):
     name = f"torch-{LOCAL}-cp312-cp312-linux_x86_64.whl"
     server = serve(no_hash={name})
     result = run("pins", "--lock")
+    assert result.code == 0, result.err
+    torch = lock_of(amd_workspace)["artifacts"]["torch"]
+    assert torch["sha256"] == server.digests[name] and torch["evidence"].startswith("computed from download 20")
+    assert torch["size"] == len(wheel_bytes(name))
+    assert server.downloads[f"files/{name.replace('+', '%2B')}"] == 1
+    (server.root / "files" / name).unlink()  # listed, but gone: not locked, named, and the rest still is
+    (amd_workspace / "variants" / "prebuilt-lock.yaml").unlink()
+    result = run("pins", "--lock")
     assert result.code == 1
     line = one_line(result.err)
-    assert "torch:" in line and name.replace("+", "%2B") in line and "has no sha256" in line and "not locked" in line
-    assert "torch" not in lock_of(amd_workspace)["artifacts"]
-    assert server.downloads[f"files/{name.replace('+', '%2B')}"] == 0  # hashes come from the index, not downloads
+    assert line.startswith("torch: the index lists ") and "HTTP 404" in line and "not locked" in line
+    assert "torch" not in lock_of(amd_workspace)["artifacts"] and "rocm_sdk_core" in lock_of(amd_workspace)["artifacts"]
 
 
 def test_missing_project_and_version_and_unreachable_index_are_one_line_each(serve, run, amd_workspace):

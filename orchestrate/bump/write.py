@@ -20,13 +20,17 @@ from pathlib import Path
 import yaml
 
 from .. import prebuilt as amd
-from .. import package_index, stops
+from .. import package_index, stops, web
 from ..architectures import ArchitectureTable
 from ..errors import UserError
-from ..pypi import choose_file, entry_for, with_entry
+from ..pypi import WHEEL_BOUND, checked_entry, choose_file, entry_for, with_entry
 from ..pypi_table import SHA256, load_table
 from .decide import HELD, UNKNOWN, Download, Edit, Group
 from ..release_files import ReadError, World
+from ..grammar import NotGrammar, checked_pin
+from ..options import workspace_source_cache
+from ..sources import SourceCache
+from ..upstreams import Upstreams, declared_tags
 
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
@@ -39,11 +43,14 @@ def apply(workspace: Path, groups: list[Group], world: World) -> list[Path]:
     """Write every group that moves and can be staged whole; the files written."""
     originals: dict[Path, str] = {}
     texts: dict[Path, str] = {}
+    tags = declared_tags(Upstreams.load(workspace / "variants")) if (workspace / "variants/upstreams.yaml").is_file() else []
     for group in groups:
         if not group.moving() or not group.edits:
             continue
         staged = dict(texts)
         try:
+            for edit in group.edits:  # every value read from upstream matches its grammar before anything is staged
+                _check_grammar(edit, group, tags)
             for edit in sorted(group.edits, key=lambda e: e.kind == "lock"):
                 path = workspace / (edit.target if edit.kind in ("literal", "lock") else
                                     "variants/shared.yaml" if edit.kind == "shared" else "variants/pypi.yaml")
@@ -63,6 +70,38 @@ def apply(workspace: Path, groups: list[Group], world: World) -> list[Path]:
     changed = {path: text for path, text in texts.items() if text != originals[path]}
     replace_all(changed, last=workspace / "variants" / "shared.yaml")
     return list(changed)
+
+
+def _check_grammar(edit: Edit, group: Group, tags: list) -> None:
+    """NotWritten, naming the value and what read it, unless the new value of a `shared`, `literal` or `pypi` edit is
+    a version, a declared tag, a full commit or a sha256 (a Download's sha256 is computed here, not read). A literal
+    that carries its value in a frame (`aiter_tag: v0.1.11`, `+git<commit>.`) has the value checked where the frame
+    is a `KEY: ` or the old text a bare pin, and otherwise holds only the characters a pin has, so no template,
+    quote, comment or line break reaches the file."""
+    if edit.kind not in ("shared", "literal", "pypi") or isinstance(edit.new, Download):
+        return
+    new, source = str(edit.new), f"upstream, for {group.name or group.rows[0].name}'s {edit.target}"
+    key = re.match(r"(\w+): ", edit.old) if edit.kind == "literal" else None
+    framed = edit.kind == "literal" and not key and not checked_pin_or_none(edit.old)
+    if key and new.startswith(key.group(0)):  # the value after the key, as the file has it
+        new = new[len(key.group(0)):]
+    try:
+        if framed and not FRAMED_TEXT.fullmatch(new):
+            raise NotGrammar(f"{source} gave {new[:100]!r}, which holds characters no pin has: refused, nothing written")
+        if not framed:
+            checked_pin(new, source, tags)
+    except NotGrammar as exc:
+        raise NotWritten(str(exc)) from None
+
+
+FRAMED_TEXT = re.compile(r"[A-Za-z0-9._+:/@ -]{1,200}")
+
+
+def checked_pin_or_none(text: str) -> str | None:
+    try:
+        return checked_pin(text, "")
+    except NotGrammar:
+        return None
 
 
 def replace_all(texts: dict[Path, str], last: Path) -> None:
@@ -209,7 +248,7 @@ def _pypi_entry(text: str, entry: str, version: str, workspace: Path, world: Wor
     expected = str((chosen.get("digests") or {}).get("sha256") or "")
     if not SHA256.match(expected):
         raise NotWritten(f"PyPI publishes no sha256 for {chosen['filename']} (a checksum is missing)")
-    wheel = world.download(chosen["url"])
+    wheel = world.download(chosen["url"], web.listed_size(chosen, WHEEL_BOUND))
     if hashlib.sha256(wheel).hexdigest() != expected:
         raise NotWritten(f"{chosen['filename']} does not match PyPI's sha256 {expected[:12]}…")
     try:
@@ -218,6 +257,10 @@ def _pypi_entry(text: str, entry: str, version: str, workspace: Path, world: Wor
                                        f"the download by `orchestrate pins --bump --write`, {datetime.date.today()}")
     except (LookupError, zipfile.BadZipFile) as exc:
         raise NotWritten(f"{chosen['filename']} is not a usable wheel ({exc})") from None
+    try:
+        checked_entry(new, world.pypi_url, f"{world.pypi_url}/{previous.pypi}/json")
+    except NotGrammar as exc:
+        raise NotWritten(str(exc)) from None
     return with_entry(text, entry, {k: v for k, v in new.items() if v != "" or k in ("depends", "imports")})
 
 
@@ -240,8 +283,10 @@ def _lock(staged: dict[Path, str], workspace: Path, world: World) -> str:
         table = ArchitectureTable.load(variants)
         shared = yaml.safe_load(staged.get(variants / "shared.yaml", (variants / "shared.yaml").read_text())) or {}
         try:
+            # a file the index lists without a hash is downloaded once into the source cache, as `pins --lock` does
             result = amd.lock(prebuilt, table.names(), lambda arch: {**shared, **table.get(arch).variant_keys()},
-                              world.timeout, read=world.amd_files)
+                              world.timeout, read=world.amd_files, download=amd.downloader(
+                                  SourceCache(workspace_source_cache(workspace)), world.timeout, lambda line: None))
         except ReadError as exc:  # an unreachable index stays unreachable: apply() makes the group unknown
             raise ReadError(f"the prebuilt lock could not be written: {exc}", exc.unreachable) from None
         except UserError as exc:

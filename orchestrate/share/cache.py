@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from .. import web
 from ..architectures import ArchitectureTable
 from ..channel import ManifestEntry, read_provenance, sha256_of
 from ..errors import UserError
@@ -24,7 +25,7 @@ from ..recipes import Output
 from ..ui import Reporter
 from .bench import Bench, recorded_in
 from .link_scripts import scripts_in, undeclared
-from .lookup import read_lookup
+from .lookup import read_index, read_lookup
 from .publish import remote_sha256s
 from .signing import PublicKey, judge, plain_http_risk, trusted_keys
 from .store import FolderStore
@@ -40,7 +41,7 @@ class RemoteCache:
                  keys: list[PublicKey] | None = None):
         """`known`: the architecture table's names; what the channel holds is checked against them. `keys`: the
         keys a hit must be signed by (none: signatures are not asked for)."""
-        self.description = url
+        url = self.description = web.shown_url(url)  # what is printed and recorded: no /t/<token>/ or user:password@
         self.store = store
         self.keys = keys or []
         require_channel(url, store)
@@ -58,10 +59,13 @@ class RemoteCache:
             entry = lookup.entry(file)
             self._by_hash.setdefault(entry.input_hash, entry)
         self._listed: dict[str, str] | None = None
+        self._sizes: dict[str, int] = {}
 
     def listed(self) -> dict[str, str]:
         if self._listed is None:
             self._listed = remote_sha256s(self.store)
+            records, _damaged = read_index(self.store)  # remote_sha256s refused a damaged one
+            self._sizes = {file: r["size"] for file, r in records.items() if isinstance(r.get("size"), int)}
         return self._listed
 
     def fetch(self, output: Output, into: Path) -> tuple[Path, ManifestEntry] | None:
@@ -83,7 +87,8 @@ class RemoteCache:
         partial = folder / f".partial-{filename}"  # keeps the .conda suffix the archive reader goes by
         try:
             try:
-                self.store.download(entry.file, partial)
+                # no more than the index lists (a07/a08); an index without sizes: no more than the manifest's
+                self.store.download(entry.file, partial, self._sizes.get(entry.file, entry.package_bytes or None))
             except Refused as exc:  # a symlink or FIFO planted in the package's place
                 raise UserError(f"{entry.file} in cache channel {self.description} is refused ({why_of(exc, entry.file)}): "
                                 "remove it there and re-publish, or drop that --cache-channel") from None
@@ -161,6 +166,6 @@ def _cache(url: str, config: dict, reporter: Reporter, known: list[str] | None,
     try:
         return RemoteCache(url, reader_for(url, config), reporter, known, keys)
     except UserError as exc:
-        said = str(exc)
+        url, said = web.shown_url(url), web.redact_urls(str(exc))
         raise UserError(said if said.startswith(f"cache channel {url}") else f"cache channel {url}: {said}, {DROP}"
                         ) from None

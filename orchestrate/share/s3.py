@@ -22,7 +22,7 @@ from typing import Callable
 from ..errors import UserError
 from . import credentials
 from .store import PLATFORM, Store
-from .untrusted import MAX_INDEX_BYTES, Refused, channel_relpath, shown
+from .untrusted import MAX_INDEX_BYTES, Refused, bounded_copy, channel_relpath, shown
 
 MULTIPART_CHUNK = 64 << 20  # larger files go up in parts of this size (S3 takes one PUT up to 5 GiB)
 CAS_ATTEMPTS = 20
@@ -204,16 +204,30 @@ class S3Store(Store):
         if int(answer.get("ContentLength") or 0) > limit:
             answer["Body"].close()
             raise Refused(f"{shown(relpath)}: over {limit} bytes")
-        data = self._call(f"reading {relpath}", answer["Body"].read, limit + 1)
-        if len(data) > limit:
+        buffer = io.BytesIO()  # read as a download is: at most `limit` bytes, and at web.MIN_RATE (an endpoint that drips)
+        if self._call(f"reading {relpath}", bounded_copy, answer["Body"].read, buffer, limit) is None:
             raise Refused(f"{shown(relpath)}: over {limit} bytes")
-        return data, answer["ETag"]
+        return buffer.getvalue(), answer["ETag"]
 
     def read(self, relpath: str, limit: int = MAX_INDEX_BYTES) -> bytes | None:
         return self._get(relpath, limit)[0]
 
-    def download(self, relpath: str, dest: Path) -> None:
-        self._call(f"downloading {relpath}", self.client().download_file, self.bucket, self._key(relpath), str(dest))
+    def download(self, relpath: str, dest: Path, limit: int | None = None) -> None:
+        if limit is None:
+            self._call(f"downloading {relpath}", self.client().download_file, self.bucket, self._key(relpath), str(dest))
+            return
+        answer = self._open(relpath)  # the object's length is checked before a byte is written, and again as it comes
+        if answer is None:
+            raise UserError(f"{self.url} lists {relpath} but does not have it: re-publish the channel")
+        body = answer["Body"]
+        try:
+            if int(answer.get("ContentLength") or 0) > limit:
+                raise Refused(f"{shown(relpath)}: {answer['ContentLength']} bytes, over the {limit} its index lists")
+            with open(dest, "wb") as out:
+                if self._call(f"downloading {relpath}", bounded_copy, body.read, out, limit) is None:
+                    raise Refused(f"{shown(relpath)}: more than the {limit} bytes its index lists")
+        finally:
+            body.close()
 
     def list(self, prefix: str) -> list[str]:
         base = self._key(prefix.rstrip("/") + "/")

@@ -48,8 +48,10 @@ class Store:
         path inside the channel, or the file is larger than `limit` (or, on a folder, a symlink)."""
         raise NotImplementedError
 
-    def download(self, relpath: str, dest: Path) -> None:
-        data = self.read(relpath)
+    def download(self, relpath: str, dest: Path, limit: int | None = None) -> None:
+        """The file into `dest`; Refused past `limit` bytes (the size the channel's index lists), never written whole
+        first (issue 37, a07/a08: a cache hit gigabytes long where the index says kilobytes)."""
+        data = self.read(relpath) if limit is None else self.read(relpath, limit)
         if data is None:
             raise UserError(f"{self.url} lists {relpath} but does not have it: re-publish the channel")
         dest.write_bytes(data)
@@ -147,8 +149,11 @@ class FolderStore(Store):
     def read(self, relpath: str, limit: int = MAX_INDEX_BYTES) -> bytes | None:
         return read_in(self.path, relpath, limit)
 
-    def download(self, relpath: str, dest: Path) -> None:
-        if not copy_out(self.path, relpath, dest):
+    def download(self, relpath: str, dest: Path, limit: int | None = None) -> None:
+        found = stat_in(self.path, relpath) if limit is not None else None
+        if found is not None and found.st_size > limit:
+            raise Refused(f"{shown(relpath)}: {found.st_size} bytes, over the {limit} its index lists")
+        if not copy_out(self.path, relpath, dest, limit):
             raise UserError(f"{self.url} lists {relpath} but does not have it: re-publish the channel")
 
     def list(self, prefix: str) -> list[str]:

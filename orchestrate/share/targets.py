@@ -29,7 +29,7 @@ from ..options import PACKAGE_SERVER_SCHEMES
 from . import credentials
 from .s3 import S3Options, S3Store, s3_options
 from .store import FolderStore, Store
-from .untrusted import MAX_INDEX_BYTES, Refused, channel_relpath, shown
+from .untrusted import MAX_INDEX_BYTES, Refused, bounded_copy, channel_relpath, shown
 
 __all__ = ["FolderStore", "HttpStore", "PackageServer", "S3Options", "S3Store", "Store", "parse_target", "reader_for",
            "s3_options"]
@@ -41,11 +41,13 @@ class HttpStore(Store):
     """A channel behind HTTP(S): read-only. Credentials from the auth store (Bearer, Basic, conda token)."""
 
     def __init__(self, url: str):
-        self.url = url.rstrip("/")
-        parsed = urllib.parse.urlsplit(self.url)
+        parsed = urllib.parse.urlsplit(url.rstrip("/"))
         self.host = parsed.hostname or ""
         token = credentials.conda_token(self.host)
-        self._base = (f"{parsed.scheme}://{parsed.netloc}/t/{token}{parsed.path}" if token else self.url)
+        self._base = (f"{parsed.scheme}://{parsed.netloc}/t/{token}{parsed.path}" if token else url.rstrip("/"))
+        # what every message, lookup entry and page names: a /t/<token>/ or user:password@ given in the URL itself
+        # is used to connect and never shown (issue 37, a18)
+        self.url = web.shown_url(url.rstrip("/"))
 
     def _explain(self, exc: Exception, relpath: str) -> UserError:
         if isinstance(exc, web.HTTPStatus) and exc.code in (401, 403):
@@ -78,10 +80,13 @@ class HttpStore(Store):
 
         return self._answer(relpath, bounded)
 
-    def download(self, relpath: str, dest: Path) -> None:
+    def download(self, relpath: str, dest: Path, limit: int | None = None) -> None:
         def save(response) -> bool:
             with open(dest, "wb") as out:
-                shutil.copyfileobj(response, out, 1 << 20)
+                if limit is None:
+                    shutil.copyfileobj(response, out, 1 << 20)
+                elif bounded_copy(response.read1, out, limit) is None:
+                    raise Refused(f"{shown(relpath)}: the server sent more than the {limit} bytes its index lists")
             return True
 
         if self._answer(relpath, save) is None:

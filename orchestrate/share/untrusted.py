@@ -33,6 +33,7 @@ import urllib.parse
 from dataclasses import MISSING, fields
 from pathlib import Path
 
+from .. import web
 from ..channel import PACKAGE_SUFFIXES, SUBDIRS, ManifestEntry
 from ..errors import UserError
 
@@ -199,14 +200,34 @@ def read_in(root: Path, relpath: str, limit: int = MAX_INDEX_BYTES) -> bytes | N
     return data
 
 
-def copy_out(root: Path, relpath: str, dest: Path) -> bool:
-    """A file inside folder `root` copied to `dest`, never through a symlink; False when missing."""
+def copy_out(root: Path, relpath: str, dest: Path, limit: int | None = None) -> bool:
+    """A file inside folder `root` copied to `dest`, never through a symlink, and no more than `limit` bytes
+    (Refused: a file that grew after its size was read); False when missing."""
     fd = open_file(root, relpath)
     if fd is None:
         return False
     with os.fdopen(fd, "rb") as source, open(dest, "wb") as out:
-        shutil.copyfileobj(source, out, 1 << 20)
+        if limit is None:
+            shutil.copyfileobj(source, out, 1 << 20)
+        elif bounded_copy(source.read, out, limit) is None:
+            raise Refused(f"{shown(relpath)}: over the {limit} bytes its index lists")
     return True
+
+
+def bounded_copy(read, out, limit: int) -> int | None:
+    """Copy read(n) chunks into `out` up to `limit` bytes; the bytes copied, or None past the limit (stopped there).
+    A source that averages under web.MIN_RATE once web.TRANSFER_GRACE_S has passed (an S3 endpoint that drips) is
+    Refused: every transfer has a minimum rate, not only the ones through web.py."""
+    copied, started = 0, time.monotonic()
+    while chunk := read(min(1 << 20, limit + 1 - copied)):
+        copied += len(chunk)
+        if copied > limit:
+            return None
+        out.write(chunk)
+        elapsed = time.monotonic() - started
+        if elapsed > web.TRANSFER_GRACE_S and copied < web.MIN_RATE * elapsed:
+            raise Refused(f"the source sent {copied} bytes in {elapsed:.0f} s, under {web.MIN_RATE // 1024} KiB/s")
+    return copied
 
 
 def stat_in(root: Path, relpath: str) -> os.stat_result | None:
