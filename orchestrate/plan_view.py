@@ -1,4 +1,4 @@
-"""`orchestrate plan`'s table: one row per package with its state, estimate and why, the commands a reason names
+"""The table `orchestrate plan` prints: one row per package with its state, estimate and why, the commands a reason names
 under it, and the expected total."""
 from __future__ import annotations
 
