@@ -181,7 +181,7 @@ def check_sources_pinned(plan: Plan) -> None:
         raise UserError(unpinned_text(*missing[0]) + more)
 
 
-def blockunpinned_of(plan: Plan, dependents: bool = True, stop_when_none_left: bool = True) -> dict[str, str]:
+def block_unpinned(plan: Plan, dependents: bool = True, stop_when_none_left: bool = True) -> dict[str, str]:
     """No download without a checksum, and no stop for the packages that need none (issue 36): each package with a
     url source the lock does not pin yet is blocked, with (`dependents`, for a build) every package that needs it;
     the rest go on. Their reasons, by package; nothing left to build or fetch is the one line check_sources_pinned
