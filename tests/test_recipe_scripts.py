@@ -103,7 +103,7 @@ def test_rocm_sdk_activation_sets_what_the_stack_needs_and_nothing_that_slows_it
     prefix = install_rocm_sdk(arch, tmp_path)
     env = activated(prefix)
     root = prefix / "lib/python3.12/site-packages/_rocm_sdk_devel"
-    assert env["ROCM_PATH"] == env["HIP_PATH"] == str(root)
+    assert env["ROCM_PATH"] == env["HIP_PATH"] == env["ROCM_HOME"] == str(root)
     assert env["HIP_DEVICE_LIB_PATH"] == f"{root}/lib/llvm/amdgcn/bitcode"
     assert (Path(env["HIP_DEVICE_LIB_PATH"]) / "ockl.bc").is_file()
     experimental = TABLE.get(arch).capabilities["aotriton"].value == "experimental"
@@ -153,7 +153,7 @@ def test_deactivation_restores_the_previous_environment(tmp_path):
     prefix = install_rocm_sdk("gfx1150", tmp_path)
     env = activated(prefix, deactivate=True)
     assert env["HIP_PATH"] == "/opt/old-hip"
-    assert not env.get("ROCM_PATH") and not env.get("TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL")
+    assert not env.get("ROCM_PATH") and not env.get("ROCM_HOME") and not env.get("TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL")
 
 
 def test_mi100_opt_in_enables_experimental_aotriton(tmp_path):
