@@ -11,7 +11,11 @@ from orchestrate.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = ArchitectureTable.load(REPO / "variants")
-ISSUE_ARCHS = {"gfx1151", "gfx1150", "gfx1100", "gfx1101", "gfx1200", "gfx1201", "gfx908", "gfx90a", "gfx942", "gfx950"}
+# The 26 targets AMD ships PyTorch device wheels for: TheRock RELEASES.md @89553ce3 (2026-08-22), its
+# "Supported Python [device-*] install extras" table (issue 35)
+THEROCK_DEVICE_EXTRAS = {"gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1010", "gfx1011", "gfx1012",
+                         *(f"gfx103{i}" for i in range(7)), *(f"gfx110{i}" for i in range(4)),
+                         *(f"gfx115{i}" for i in range(4)), "gfx1200", "gfx1201"}
 
 
 def fake_kfd(tmp_path: Path, versions: list[int]) -> Path:
@@ -42,9 +46,9 @@ def test_choice_order_flag_then_environment_then_hardware(monkeypatch):
 
 
 def test_detected_but_unknown_architecture_is_an_error(monkeypatch):
-    monkeypatch.setattr(detect, "detect_gpu_arch", lambda: "gfx1036")
+    monkeypatch.setattr(detect, "detect_gpu_arch", lambda: "gfx1250")
     monkeypatch.delenv("ORCHESTRATE_ARCH", raising=False)
-    with pytest.raises(UserError, match="unknown architecture 'gfx1036'"):
+    with pytest.raises(UserError, match="unknown architecture 'gfx1250'"):
         choose_arch(None, TABLE)
 
 
@@ -55,7 +59,35 @@ def test_rocminfo_output_is_parsed(monkeypatch):
 
 
 def test_table_covers_every_architecture_the_product_promises():
-    assert set(TABLE.names()) == ISSUE_ARCHS
+    assert set(TABLE.names()) == THEROCK_DEVICE_EXTRAS and len(THEROCK_DEVICE_EXTRAS) == 26
+
+
+def test_every_row_cites_its_evidence_and_says_where_amd_ships_no_pytorch():
+    for arch in TABLE.architectures.values():
+        assert "RELEASES.md @89553ce3 (2026-08-22)" in arch.prebuilt_torch.why, arch.name
+    no_wheels = {a.name for a in TABLE.architectures.values() if a.prebuilt_torch.value == "no"}
+    # rocm_whl_next_ownership.yaml @89553ce3: their torch and SDK device wheels are on dev and nightly only
+    assert no_wheels == {"gfx900", "gfx906"}
+    assert all("dev and nightly streams only" in TABLE.get(a).prebuilt_torch.why for a in no_wheels)
+
+
+def test_family_device_packages_are_the_ones_amd_publishes():
+    """amd-torch-device-<family> for the families whose aotriton images are shared (rocm_whl_next_ownership.yaml)."""
+    families = {}
+    for arch in TABLE.architectures.values():
+        families.setdefault(arch.torch_device_family, set()).add(arch.name)
+    assert families.pop("") == {"gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1010", "gfx1011",
+                                "gfx1012", *(f"gfx103{i}" for i in range(7))}
+    assert families == {"gfx110x": {f"gfx110{i}" for i in range(4)}, "gfx115x": {f"gfx115{i}" for i in range(4)},
+                        "gfx12-0": {"gfx1200", "gfx1201"}}
+
+
+@pytest.mark.parametrize("arch,sdpa", [("gfx1102", "experimental"), ("gfx1103", "experimental"),
+                                       ("gfx1152", "experimental"), ("gfx1153", "experimental"), ("gfx1100", "yes"),
+                                       ("gfx1030", "no"), ("gfx906", "no")])
+def test_aotriton_flash_follows_aotriton_013b(arch, sdpa):
+    """AOTRITON_SUPPORTED_GPUS and isArchExperimentallySupported at aotriton 0.13b (6e00ef3e), PyTorch 2.14's pin."""
+    assert TABLE.get(arch).capabilities["aotriton"].value == sdpa
 
 
 def test_isa_versions_match_gfx_names():

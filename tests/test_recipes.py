@@ -119,8 +119,14 @@ def test_skips_follow_the_table():
         built_backends = sorted(s.output.variant["flash_attn_backend"] for s in outputs(arch, "flash-attn")
                                 if s.state == runner.BUILD)
         assert built_backends == sorted(TABLE.get(arch).flash_attn_backends)
-        for always in ("rocm-sdk", "pytorch", "vllm", "composable-kernel", "rocm-stack"):
+        for always in ("rocm-sdk", "pytorch", "rocm-stack"):
             assert built(arch, always) and built(arch, always, SOURCE), (arch, always)
+        # vLLM's HIP_SUPPORTED_ARCHS and TheRock's CK exclusions: skipped with the table's why, never attempted
+        for name, capability in (("vllm", "vllm"), ("composable-kernel", "composable_kernel")):
+            [step] = outputs(arch, name)
+            assert (step.state == runner.SKIP) == (value[capability] == "no"), (arch, name)
+            if step.state == runner.SKIP:
+                assert step.reasons == [f"{capability} no: {TABLE.get(arch).capabilities[capability].why}"]
 
 
 def test_default_plan_is_what_rocm_stack_needs_and_says_why():
@@ -209,6 +215,9 @@ def test_the_stack_metapackage_requires_this_gpu(arch, path):
     for name in ("pytorch", "torchvision", "torchaudio", "vllm", "flash-attn"):
         [pkg] = [s for s in default_build if s.output.name == name and s.state == runner.BUILD] or [None]
         if pkg is None and name == "flash-attn" and not TABLE.get(arch).flash_attn_default:
+            continue
+        if name == "vllm" and TABLE.get(arch).capabilities["vllm"].value == "no":
+            assert pkg is None and "vllm" not in run  # the stack installs without it there
             continue
         assert run[name].startswith(f"{name} {pkg.output.version}.* "), run[name]
         pattern = run[name].split()[2]
