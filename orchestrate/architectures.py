@@ -14,6 +14,7 @@ import yaml
 from . import detect
 from .errors import UserError
 from .options import ARCH_ENV
+from .yaml_files import parse
 
 TABLE_FILE = "architectures.yaml"
 SHARED_VARIANTS_FILE = "shared.yaml"
@@ -144,7 +145,7 @@ class ArchitectureTable:
     def load(cls, variants_dir: Path) -> "ArchitectureTable":
         path = Path(variants_dir) / TABLE_FILE
         try:
-            raw = yaml.safe_load(path.read_text())
+            raw = parse(path.read_text())
         except FileNotFoundError:
             raise UserError(f"{path} is missing: the architecture table must exist in the variants folder")
         except yaml.YAMLError as exc:
@@ -203,7 +204,9 @@ class ArchitectureTable:
 
 
 def render_variant_file(arch: Architecture) -> str:
-    body = yaml.safe_dump(arch.variant_keys(), sort_keys=False, default_flow_style=None)
+    # libyaml's dumper where there is one: the same text, and `plan` compares every variant file with it
+    body = yaml.dump(arch.variant_keys(), Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+                     default_flow_style=None)
     return GENERATED_HEADER.format(arch=arch.name) + body
 
 

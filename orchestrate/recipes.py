@@ -20,7 +20,7 @@ from rattler_build import RenderedVariant, Stage0Recipe, VariantConfig
 
 from .architectures import (FLASH_ATTN_BACKEND_KEY, FLASH_ATTN_BACKENDS, SHARED_VARIANTS_FILE, Architecture, ArchitectureTable,
                             stale_variant_files, variant_file_path)
-from . import pypi_table
+from . import pypi_table, yaml_files
 from .errors import UserError
 from .input_hash import SHARED_SCRIPTS, digest, file_digest, own_digests, recipe_folder_digest
 from .options import Options
@@ -174,7 +174,7 @@ def render_all(options: Options, config: VariantConfig, arch: Architecture) -> l
     for recipe_path in discover(options.recipes_dir):
         if recipe_path.parent.name == pypi_table.RECIPE_FOLDER:  # one recipe, rendered once per table entry
             shared_path = options.variants_dir / SHARED_VARIANTS_FILE
-            shared = (yaml.safe_load(shared_path.read_text()) or {}) if shared_path.is_file() else {}
+            shared = (yaml_files.parse(shared_path.read_text()) or {}) if shared_path.is_file() else {}
             table = pypi_table.load_table(options.variants_dir, shared)
             stage0s = pypi_table.recipes_for_table(load_recipe_yaml(recipe_path), table, recipe_path.parent)
             for entry, stage0 in zip(table.entries.values(), stage0s):
@@ -276,7 +276,7 @@ def recipe_data(output: Output) -> dict:
 
 def load_recipe_yaml(recipe_path: Path) -> dict:
     try:
-        data = yaml.safe_load(recipe_path.read_text())
+        data = yaml_files.parse(recipe_path.read_text())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "invalid YAML"

@@ -41,6 +41,14 @@ SDK_MAJOR, SDK_MINOR = SHARED_PINS["rocm_sdk_version"][0].split(".")[:2]
 ROCM_TAG = f"rocm{SDK_MAJOR}{SDK_MINOR}"  # rocm101 for ROCm 10.1.x
 
 
+# the architectures AMD ships PyTorch wheels for at the pinned release; elsewhere the prebuilt path builds from source
+PREBUILT_ARCHS = [a for a in ARCHS if TABLE.get(a).prebuilt_torch.value == "yes"]
+
+
+def effective_path(arch: str, path: str) -> str:
+    return path if arch in PREBUILT_ARCHS else "source"
+
+
 def built(arch: str, name: str, overrides: tuple = ()):
     return [s for s in outputs(arch, name, overrides) if s.state == runner.BUILD]
 
@@ -49,6 +57,8 @@ def built(arch: str, name: str, overrides: tuple = ()):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_recipe_renders_and_orders_for(arch, path):
     plan = plan_for(arch, PATHS[path])
+    # where AMD ships no PyTorch (prebuilt_torch: no) the prebuilt path builds from source, with the why
+    path = effective_path(arch, path)
     # a multi-output recipe whose outputs all skip renders none (rattler-build drops them)
     absent_ok = PREBUILT_ONLY if path == "source" else set()
     assert set(RECIPE_DIRS) - absent_ok <= {s.output.recipe_name for s in plan.steps}
@@ -74,6 +84,7 @@ def test_one_torch_named_like_conda_forge_with_rocm_and_arch_in_its_build_string
     [vision] = built(arch, "torchvision", PATHS[path])
     [audio] = built(arch, "torchaudio", PATHS[path])
     [triton] = built(arch, "triton", PATHS[path])
+    path = effective_path(arch, path)
     assert torch.output.build_string.startswith(per_arch) and vision.output.build_string.startswith(per_arch)
     assert audio.output.build_string.startswith(per_arch if path == "source" else f"{ROCM_TAG}_{py}_h")
     assert triton.output.build_string.startswith(f"{ROCM_TAG}_{py}_h")
@@ -97,7 +108,7 @@ def test_prebuilt_arch_neutral_packages_are_one_file_for_every_architecture():
         assert "gpu_arch" not in a.variant, name
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", PREBUILT_ARCHS)
 def test_prebuilt_pytorch_is_the_base_plus_this_architectures_device_kernels(arch):
     [torch] = built(arch, "pytorch")
     run = torch.output.rendered["requirements"]["run"]
@@ -329,4 +340,5 @@ def test_every_package_declares_its_time_and_disk(arch):
             assert step.estimate.basis == "declared by the recipe", step.output.name
             assert step.estimate.seconds > 0 and step.estimate.disk_bytes > 0, step.output.name
     total, unknown = runner.expected_total(plan_for(arch))
-    assert unknown == 0 and 2 * 3600 < total < 10 * 3600
+    # half an hour at least (RDNA1 and most of RDNA2: no vLLM, no flash-attn), never a day
+    assert unknown == 0 and 1800 < total < 10 * 3600
