@@ -227,7 +227,7 @@ def render_recipe(
         name = stage1["package"]["name"]
         context = _jinja_context(typed_values, variant.variant)
         context.update(getattr(variant.recipe, "context", None) or {})
-        skip_exprs = _skip_expressions(stage0_dict, name)
+        skip_exprs = _skip_expressions(stage0_dict, name, context)
         output = Output(
             name=name,
             version=str(stage1["package"]["version"]),
@@ -328,13 +328,25 @@ def _spec_name(spec: Any) -> str | None:
     return match.group(1).lower() if match else None
 
 
-def _skip_expressions(stage0: dict, output_name: str) -> list[str]:
+def _skip_expressions(stage0: dict, output_name: str, context: dict | None = None) -> list[str]:
+    """The skip conditions of the recipe and of the output named `output_name`: a templated name
+    (`amd-torch-device-${{ gpu_arch }}`) is filled in from `context`, so two templated outputs keep their own."""
     exprs = _as_list((stage0.get("build") or {}).get("skip"))
     for out in stage0.get("outputs", []) or []:
-        pkg = (out.get("package") or {}).get("name", "")
-        if pkg == output_name or "${{" in str(pkg):
+        pkg = str((out.get("package") or {}).get("name", ""))
+        if pkg == output_name or ("${{" in pkg and _filled_in(pkg, context) in (None, output_name)):
             exprs += _as_list((out.get("build") or {}).get("skip"))
     return [str(e) for e in exprs]
+
+
+def _filled_in(template: str, context: dict | None) -> str | None:
+    """A `${{ ... }}` template filled in from `context`; None where it cannot be (no context, an error)."""
+    if context is None:
+        return None
+    try:
+        return _JINJA.from_string(template.replace("${{", "{{")).render(**context)
+    except jinja2.TemplateError:
+        return None
 
 
 def _if_conditions(node: Any) -> list[str]:

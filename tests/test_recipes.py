@@ -110,14 +110,40 @@ def test_prebuilt_arch_neutral_packages_are_one_file_for_every_architecture():
 
 @pytest.mark.parametrize("arch", PREBUILT_ARCHS)
 def test_prebuilt_pytorch_is_the_base_plus_this_architectures_device_kernels(arch):
+    """As AMD splits it (torch[device-<gfx>]): pytorch requires the host package and the target's device package,
+    which requires its SDK device package and, where AMD ships one, its family's (the table's torch_device_family)."""
     [torch] = built(arch, "pytorch")
-    run = torch.output.rendered["requirements"]["run"]
-    # exactly the pytorch-base this recipe makes (tests/test_pytorch_prebuilt.py checks the built pin)
-    assert run == [{"pin_subpackage": {"name": "pytorch-base", "exact": True}},
-                   f"rocm-sdk-device-{arch} {SHARED_PINS['rocm_sdk_version'][0]}.*",
-                   f"__glibc >={SHARED_PINS['c_stdlib_version'][0]}"]
-    urls = [s["url"] for s in torch.output.rendered["source"]]
+    assert torch.output.rendered["requirements"]["run"] == [
+        {"pin_subpackage": {"name": "pytorch-base", "exact": True}},
+        {"pin_subpackage": {"name": f"amd-torch-device-{arch}", "exact": True}}]
+    [device] = built(arch, f"amd-torch-device-{arch}")
+    family = TABLE.get(arch).torch_device_family
+    assert device.output.rendered["requirements"]["run"] == [
+        {"pin_subpackage": {"name": "pytorch-base", "exact": True}},
+        f"rocm-sdk-device-{arch} {SHARED_PINS['rocm_sdk_version'][0]}.*",
+        *([{"pin_subpackage": {"name": f"amd-torch-device-{family}", "exact": True}}] if family else []),
+        f"__glibc >={SHARED_PINS['c_stdlib_version'][0]}"]
+    urls = [s["url"] for s in device.output.rendered["source"]]
     assert urls[0].endswith(f"/amd-torch-device-{arch}/") or f"amd_torch_device_{arch}-" in urls[0]
+    assert [s.output.name for s in plan_for(arch).steps if s.output.name.startswith("amd-torch-device-")] == (
+        [f"amd-torch-device-{family}"] if family else []) + [f"amd-torch-device-{arch}"]
+
+
+def test_a_family_device_package_is_one_package_for_its_whole_family():
+    """amd-torch-device-gfx115x is the same package (name, build string, input hash, source) whichever member
+    plans it, so a channel holds it once; its files are in no target's package."""
+    families: dict[str, list[str]] = {}
+    for arch in PREBUILT_ARCHS:
+        families.setdefault(TABLE.get(arch).torch_device_family, []).append(arch)
+    families.pop("")
+    assert set(families) == {"gfx110x", "gfx115x", "gfx12-0"}
+    for family, members in families.items():
+        packages = [built(arch, f"amd-torch-device-{family}")[0].output for arch in members]
+        assert len({(p.build_string, p.input_hash, str(p.rendered["source"])) for p in packages}) == 1, family
+        assert "gpu_arch" not in packages[0].variant
+        for arch in members:
+            [device] = built(arch, f"amd-torch-device-{arch}")
+            assert "torch-device-family.whl" not in str(device.output.rendered["source"]), arch
 
 
 def test_skips_follow_the_table():
