@@ -308,6 +308,30 @@ def support_summary_markdown(table: ArchitectureTable) -> str:
     return "\n".join(lines)
 
 
+# The pages that carry a generated copy of the table, by marker block: the manual every target, README a summary
+SUPPORT_BLOCKS = {"docs/index.md": ("support-table", support_table_markdown),
+                  "README.md": ("support-summary", support_summary_markdown)}
+
+
+def support_pages(table: ArchitectureTable, workspace: Path, write: bool = False) -> list[Path]:
+    """The pages whose generated table block differs from the table (rewritten in place with `write`); a page
+    without the block, or missing, is none of them (a workspace of recipes only)."""
+    stale = []
+    for page, (block, render) in SUPPORT_BLOCKS.items():
+        path = Path(workspace) / page
+        start, end = f"<!-- {block}:start -->\n", f"\n<!-- {block}:end -->"
+        text = path.read_text() if path.is_file() else ""
+        if start not in text or end not in text:
+            continue
+        head, rest = text.split(start, 1)
+        body, tail = rest.split(end, 1)
+        if body != render(table):
+            stale.append(path)
+            if write:
+                path.write_text(head + start + render(table) + end + tail)
+    return stale
+
+
 def choose_arch(explicit: str | None, table: ArchitectureTable, given_by: str = "") -> str:
     """The architecture a build is for: --arch, else $ORCHESTRATE_ARCH, else this machine's GPU; one the table knows.
     An unknown one is named where it is written (`given_by`: options.arch_given_by)."""

@@ -105,3 +105,19 @@ def test_every_unsupported_capability_says_why():
 
 def test_committed_variant_files_match_the_table():
     assert stale_variant_files(TABLE, REPO / "variants") == []
+
+
+def test_variants_regenerates_the_support_tables_of_readme_and_the_manual(tmp_path):
+    """`orchestrate variants` finds a stale copy of the table in README or the manual, and --write restores it."""
+    import shutil
+    from orchestrate.architectures import support_pages
+
+    (tmp_path / "docs").mkdir()
+    for page in ("README.md", "docs/index.md"):
+        shutil.copy(REPO / page, tmp_path / page)
+    assert support_pages(TABLE, tmp_path) == []
+    readme = tmp_path / "README.md"
+    readme.write_text(readme.read_text().replace("| gfx1100, gfx1101, gfx1102, gfx1103 |", "| gfx1100 |"))
+    assert support_pages(TABLE, tmp_path) == [readme]
+    assert support_pages(TABLE, tmp_path, write=True) == [readme]
+    assert readme.read_text() == (REPO / "README.md").read_text()
