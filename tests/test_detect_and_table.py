@@ -121,3 +121,27 @@ def test_variants_regenerates_the_support_tables_of_readme_and_the_manual(tmp_pa
     assert support_pages(TABLE, tmp_path) == [readme]
     assert support_pages(TABLE, tmp_path, write=True) == [readme]
     assert readme.read_text() == (REPO / "README.md").read_text()
+
+
+def test_the_check_tool_reads_the_table_where_a_capability_is_absent():
+    """rocm-stack-check on a GPU of the table without aotriton (gfx1030, gfx906, ...): Flash SDPA is not expected,
+    a run without it passes on correctness, and the report carries the table's reason; experimental rows ask for
+    the variable PyTorch needs. Read from the repository's table, as the packaged check reads its copy."""
+    from rocm_stack_check import check, exit_codes
+    from rocm_stack_check.architecture_facts import load_architecture_table, expectations_for
+
+    table, problem = load_architecture_table()
+    assert table is not None and set(table.architectures) == set(TABLE.names()), problem
+    run = {"backend": "flash", "dtype": "fp16", "passed": False, "forward_ok": False, "backward_ok": False,
+           "errors": {}, "tolerance": 5e-3, "error": "no kernel"}
+    for arch in TABLE.architectures.values():
+        expected = expectations_for(arch.name, table)
+        aotriton = arch.capabilities["aotriton"]
+        assert (expected.aotriton, expected.aotriton_why) == (aotriton.value, aotriton.why)
+        report = {"sdpa": {}, "flash_runs": [run], "expectations": expected.to_dict(),
+                  "flash_attn": {"installed": False, "error": "", "runs": []}}
+        if aotriton.value == "no" and arch.capabilities["ck_sdpa"].value == "no":
+            assert check.decide_status(report) == ("flash-not-expected", exit_codes.OK), arch.name
+            assert report["expectations"]["aotriton_why"].startswith("aotriton 0.13b"), arch.name
+        if aotriton.value == "experimental":
+            assert expected.required_environment == {"TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL": "1"}
