@@ -368,3 +368,19 @@ def test_every_package_declares_its_time_and_disk(arch):
     total, unknown = runner.expected_total(plan_for(arch))
     # half an hour at least (RDNA1 and most of RDNA2: no vLLM, no flash-attn), never a day
     assert unknown == 0 and 1800 < total < 10 * 3600
+
+
+@pytest.mark.parametrize("arch, path", [("gfx1030", "source"), ("gfx900", "prebuilt"), ("gfx1103", "prebuilt")])
+def test_a_recipe_rendered_again_for_fetch_and_build_is_the_one_planned(arch, path, tmp_path):
+    """fetch and build render an edited copy of each recipe (recipes.rerender): it must ask for what the plan showed.
+    A boolean context value came back as the string "false" there, and PyTorch from source on a GPU without
+    aotriton asked for aotriton (and rocm-stack for the prebuilt versions on the source path)."""
+    from orchestrate.recipes import recipe_data, rerender
+
+    plan = plan_for(arch, PATHS[path])
+    for step in plan.steps:
+        if step.state != runner.BUILD:
+            continue
+        again = rerender(step.output, plan.config, recipe_data(step.output), tmp_path / step.output.name).recipe.to_dict()
+        assert again["requirements"] == step.output.rendered["requirements"], step.output.label
+        assert again["build"].get("script") == step.output.rendered["build"].get("script"), step.output.label
