@@ -5,6 +5,7 @@ what is particular to the ROCm SDK).
 
 Usage (as a recipe's build script; each wheel is a `file_name:` source in the work dir):
     "$PYTHON" "$RECIPE_DIR/../_shared/install_wheels.py" WHEEL...
+    "$PYTHON" "$RECIPE_DIR/../_shared/install_wheels.py" --licenses-only WHEEL...   (their license files, nothing else)
 Reads: PREFIX, PYTHON_VERSION ("3.12": the site-packages the package is for, and the Python whose markers
   apply; not taken from the interpreter running this script), SATISFIED_BY (space-separated conda names of the
   recipe's run requirements; unset: the Requires-Dist check is skipped, for packages whose run
@@ -463,7 +464,25 @@ def unsatisfied(requirements: list[str], installed_here: set[str], satisfied_by:
     return missing
 
 
+def keep_licenses_only(wheel: Path) -> None:
+    """The license files of a wheel this package installs none of (the thin `pytorch`, which requires the packages
+    that hold torch's files and carries torch's license)."""
+    if not wheel.is_file():
+        fail(f"{wheel} is missing: the recipe's source did not provide it")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        dist_info = next((PurePosixPath(n).parts[0] for n in names if PurePosixPath(n).parts[0].endswith(".dist-info")), "")
+        kept = [keep_license(dist_info, n, zf.read(n)) for n in names if dist_info and is_license(n, dist_info)]
+    if not kept:
+        fail(f"{wheel.name} has no license file: --licenses-only has nothing to carry")
+    print(f"install_wheels: {wheel.name}: its license files only ({', '.join(kept)})")
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--licenses-only"]:
+        for wheel in argv[1:] or fail("usage: install_wheels.py --licenses-only WHEEL..."):
+            keep_licenses_only(Path(wheel))
+        return
     if not argv:
         fail("usage: install_wheels.py WHEEL...")
     prefix = Path(os.environ["PREFIX"])
