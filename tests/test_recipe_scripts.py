@@ -189,3 +189,41 @@ def test_patch_record_names_each_applied_patch(tmp_path):
     subprocess.run(["bash", str(REPO / "recipes/_shared/record-patches.sh"), "aotriton"], env=env, check=True)
     record = (tmp_path / "share/rocm-stack/patches/aotriton.txt").read_text()
     assert "0001-gfx908-experimental-target.patch  sha256=" in record and "Why:" in record
+
+
+@pytest.mark.parametrize("arch", ["gfx90a", "gfx942"])
+def test_gfx90a_torch_device_package_leaves_out_the_xnack_kpacks_vllm_deletes(arch, tmp_path):
+    """vLLM's ROCm image deletes torch_gfx90a:xnack+/xnack-.kpack after installing torch[device-gfx90a] ("ASAN
+    artifacts that cause hipErrorInvalidImage on MI250", Dockerfile.rocm_base:125-127 at v0.33.0). The rendered
+    amd-torch-device-gfx90a script installs the device wheel without them (and without RECORD lines for them), keeps
+    the generic kpack; another architecture's xnack variant is kept, as vLLM keeps it."""
+    from prebuilt_helpers import torch_device_wheels
+
+    rendered = rendered_output(arch, f"amd-torch-device-{arch}")
+    [wheel] = [w for name, w in torch_device_wheels(tmp_path / "wheels", arch, "2.14.0+rocm10.1.0", "10.1.0").items()
+               if name == f"amd-torch-device-{arch}"]
+    # the same wheel with AMD's xnack variants beside the generic kpack, as the splitter names them
+    import zipfile
+    src, prefix = tmp_path / "src", tmp_path / "prefix"
+    src.mkdir()
+    with zipfile.ZipFile(wheel) as original, zipfile.ZipFile(src / "torch-device.whl", "w") as copy_:
+        for info in original.infolist():
+            copy_.writestr(info, original.read(info))
+        for variant in ("xnack+", "xnack-"):
+            copy_.writestr(f"torch/.kpack/torch_{arch}:{variant}.kpack", b"kpack " + variant.encode())
+    env = {k: str(v) for k, v in rendered["build"]["script"]["env"].items()}
+    env.pop("SATISFIED_BY")  # the Requires-Dist check is the channel test's (test_pytorch_prebuilt.py)
+    env.pop("LICENSES_FROM")
+    full = {"PATH": os.environ["PATH"], "PREFIX": str(prefix), "PYTHON": sys.executable,
+            "RECIPE_DIR": str(REPO / "recipes/pytorch-prebuilt"), **env}
+    script = rendered["build"]["script"]["content"].replace("${{ install_wheels }}", rendered["context"]["install_wheels"])
+    done = subprocess.run(["bash", "-c", script], env=full, cwd=src,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    kpacks = sorted(p.name for p in (prefix / "lib/python3.12/site-packages/torch/.kpack").iterdir())
+    record = next((prefix / "lib/python3.12/site-packages").glob("amd_torch_device_*.dist-info/RECORD")).read_text()
+    if arch == "gfx90a":
+        assert kpacks == ["torch_gfx90a.kpack"] and ":xnack" not in record
+        assert done.stdout.count("left out (SKIP_FILES_MATCHING)") == 2
+    else:
+        assert kpacks == [f"torch_{arch}.kpack", f"torch_{arch}:xnack+.kpack", f"torch_{arch}:xnack-.kpack"]

@@ -10,7 +10,8 @@ Reads: PREFIX, PYTHON_VERSION ("3.12": the site-packages the package is for, and
   apply; not taken from the interpreter running this script), SATISFIED_BY (space-separated conda names of the
   recipe's run requirements; unset: the Requires-Dist check is skipped, for packages whose run
   requirements are translated from that same metadata), SKIP_FILES (colon-separated wheel members that
-  another package of the recipe set already installs).
+  another package of the recipe set already installs), SKIP_FILES_MATCHING (space-separated fnmatch patterns of
+  members the recipe leaves out, for names holding a colon: torch_gfx90a:xnack+.kpack).
 Does: unpacks every wheel into lib/pythonX.Y/site-packages (its .data/ folders where pip puts them),
   merging trees (a device wheel's files land inside torch/, as pip does) and refusing to overwrite a
   file another wheel brought; writes each dist-info's INSTALLER and RECORD for the installed paths;
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import fnmatch
 import hashlib
 import io
 import json
@@ -197,7 +199,7 @@ if __name__ == "__main__":
 
 
 def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: dict[Path, str],
-            skip: frozenset[str] = frozenset()) -> tuple[dict, Path]:
+            skip: frozenset[str] = frozenset(), skip_matching: tuple[str, ...] = ()) -> tuple[dict, Path]:
     """Unpack one wheel as pip does; `owners` (target -> wheel) refuses two wheels writing one file. Returns the
     wheel's METADATA and its dist-info folder."""
     with zipfile.ZipFile(wheel) as zf:
@@ -213,6 +215,9 @@ def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: 
         hashes: dict[Path, tuple[str, int]] = {}
         for info in zf.infolist():
             if info.is_dir() or info.filename == f"{dist_info}/RECORD" or info.filename in skip:
+                continue
+            if any(fnmatch.fnmatchcase(info.filename, pattern) for pattern in skip_matching):
+                print(f"install_wheels: {wheel.name}: {info.filename} left out (SKIP_FILES_MATCHING)")
                 continue
             target = target_for(info.filename, data_dir, prefix, site, python_version)
             if target in owners:
@@ -490,6 +495,7 @@ def main(argv: list[str]) -> None:
     check = "SATISFIED_BY" in os.environ
     satisfied_by = set(os.environ.get("SATISFIED_BY", "").split())
     skip = frozenset(filter(None, os.environ.get("SKIP_FILES", "").split(":")))
+    skip_matching = tuple(os.environ.get("SKIP_FILES_MATCHING", "").split())
     site = prefix / "lib" / f"python{python_version}" / "site-packages"
     owners: dict[Path, str] = {}
     requirements: dict[str, list[str]] = {}
@@ -498,7 +504,7 @@ def main(argv: list[str]) -> None:
         if not wheel.is_file():
             fail(f"{wheel} is missing: the recipe's source did not provide it")
         try:
-            metadata, _ = install(wheel, prefix, site, python_version, owners, skip)
+            metadata, _ = install(wheel, prefix, site, python_version, owners, skip, skip_matching)
         except (OSError, ValueError, EOFError, zipfile.BadZipFile, UnicodeDecodeError, KeyError) as exc:
             fail(f"{wheel.name} could not be installed: {exc}")
         installed_here.add(canonical(metadata["Name"]))
