@@ -227,3 +227,32 @@ def test_gfx90a_torch_device_package_leaves_out_the_xnack_kpacks_vllm_deletes(ar
         assert done.stdout.count("left out (SKIP_FILES_MATCHING)") == 2
     else:
         assert kpacks == [f"torch_{arch}.kpack", f"torch_{arch}:xnack+.kpack", f"torch_{arch}:xnack-.kpack"]
+
+
+def test_device_links_without_the_devel_tree_are_a_folder_no_reader_takes_for_one(tmp_path):
+    """rocm-sdk-device links its files into _rocm_sdk_devel/ (as `rocm-sdk init` does) whether or not rocm-sdk-devel
+    is installed. Without it, that folder must not pass for a devel tree with any reader of one (at our pins):
+    TheRock's console scripts need the `rocm_sdk_devel` module first (rocm_sdk_core/_cli.py _get_module_path), and so
+    does `rocm-sdk path` (rocm_sdk/_devel.py get_devel_root); aiter takes _rocm_sdk_devel only with bin/hipconfig
+    and include/ (aiter/jit/utils/cpp_extension.py _find_rocm_home, _find_rocm_devel_include at de07f388); torch
+    reads _rocm_sdk_core. And every link resolves to the device package's own file, so none dangles."""
+    src, prefix = tmp_path / "src", tmp_path / "prefix"
+    artifacts = {**write_host_artifacts(tmp_path / "index"), "rocm_sdk_device": write_device_wheel(tmp_path / "index", "gfx942")}
+    for folder, key in (("core", "rocm_sdk_core"), ("libraries", "rocm_sdk_libraries"), ("devel", "rocm_sdk_devel"),
+                        ("device", "rocm_sdk_device")):
+        (src / "wheels" / folder).mkdir(parents=True)
+        shutil.copy(artifacts[key], src / "wheels" / folder)
+    with tarfile.open(artifacts["rocm"]) as sdist:
+        for member in sdist.getmembers():
+            member.name = member.name.split("/", 1)[1]
+            sdist.extract(member, src / "wheels" / "rocm")
+    prefix.mkdir()
+    install_host_package("rocm-sdk", rendered_output("gfx942", "rocm-sdk-licenses"), prefix, src)
+    run_build_script("rocm-sdk", rendered_env("gfx942", "rocm-sdk"), prefix, src)  # no rocm-sdk-devel
+    run_build_script("rocm-sdk-device", rendered_env("gfx942", "rocm-sdk-device-gfx942"), prefix, src)
+    site = prefix / "lib/python3.12/site-packages"
+    devel = site / "_rocm_sdk_devel"
+    links = [p for p in devel.rglob("*") if p.is_symlink()]
+    assert links and all(p.resolve().is_file() and p.resolve().is_relative_to(site / "_rocm_sdk_libraries") for p in links)
+    assert not (site / "rocm_sdk_devel").exists() and not (devel / "__init__.py").exists()
+    assert not (devel / "bin").exists() and not (devel / "include").exists()
