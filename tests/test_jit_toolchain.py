@@ -145,7 +145,12 @@ def hipcc():
 '''
 
 
-def environment_with_console_scripts(tmp_path: Path, behaviour: str) -> Path:
+@pytest.fixture(scope="module")
+def console_env(tmp_path_factory) -> Path:
+    return environment_with_console_scripts(tmp_path_factory.mktemp("console"))
+
+
+def environment_with_console_scripts(tmp_path: Path) -> Path:
     """conda_env's SDK as rocm-sdk + rocm-sdk-devel install it: core's console script bin/hipcc (written by the
     recipes' own installer), the rocm_sdk_core and rocm_sdk_devel modules, and a devel tree whose include/ holds a
     header core lacks, as TheRock's does (thrust, hipblas, ...: only devel's `dev` artifacts carry them)."""
@@ -164,7 +169,6 @@ def environment_with_console_scripts(tmp_path: Path, behaviour: str) -> Path:
     for module in ("_rocm_sdk_core", "_rocm_sdk_devel", "rocm_sdk_core", "rocm_sdk_devel"):
         (site / module).mkdir(exist_ok=True)
         (site / module / "__init__.py").write_text("")
-    (site / "rocm_sdk_core/_cli.py").write_text(f"BEHAVIOUR = {behaviour!r}\n{CORE_CLI_STAND_IN}")
     python.parent.mkdir(exist_ok=True)
     python.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{os.sys.executable}" "$@"\n')  # the env's python
     python.chmod(0o755)
@@ -173,13 +177,15 @@ def environment_with_console_scripts(tmp_path: Path, behaviour: str) -> Path:
 
 
 @pytest.mark.parametrize("behaviour", ["89553ce3", "1ca1839f"])
-def test_hipcc_on_path_and_aiters_hipcc_compile_against_the_devel_tree(tools, sdk_activation, tmp_path, behaviour):
+def test_hipcc_on_path_and_aiters_hipcc_compile_against_the_devel_tree(tools, sdk_activation, console_env, tmp_path,
+                                                                     behaviour):
     """In an environment with rocm-sdk and rocm-sdk-devel, `hipcc` on PATH is core's console script. At our pin it
     runs the devel tree's hipcc with the activation's ROCM_PATH/HIP_PATH, so a devel-only header is found. aiter's
     JIT and torch's cpp_extension take ROCM_HOME first and call $ROCM_HOME/bin/hipcc, and builds put $ROCM_PATH/bin
     first on PATH (rocm-env.sh): neither passes through the console script, so they keep the devel tree even under
     the unmerged 1ca1839f rules, which hand hipcc core's tree and fail on that header (so this test can fail)."""
-    env = environment_with_console_scripts(tmp_path, behaviour)
+    env = console_env
+    (env / SITE / "rocm_sdk_core/_cli.py").write_text(f"BEHAVIOUR = {behaviour!r}\n{CORE_CLI_STAND_IN}")
     (tmp_path / "probe.hip").write_text('#include <hip/hip_runtime.h>\n#include <rocm_stack_devel_only.h>\n'
                                         '__global__ void probe(int* x) { x[0] = ROCM_STACK_DEVEL_ONLY; }\n')
     compile_args = "-x hip --offload-arch=gfx90a -fPIC -c probe.hip"
