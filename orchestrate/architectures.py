@@ -190,7 +190,9 @@ class ArchitectureTable:
         try:
             return self.architectures[name]
         except KeyError:
-            nearest = difflib.get_close_matches(name, self.names(), n=1, cutoff=0.6)
+            # a transposition (gfx1115 for gfx1151) first: among 26 names difflib's nearest can be another GPU
+            swapped = [n for n in self.names() if sorted(n) == sorted(name)]
+            nearest = swapped[:1] or difflib.get_close_matches(name, self.names(), n=1, cutoff=0.6)
             guess = f" (did you mean {nearest[0]}?)" if nearest else ""
             raise UserError(
                 f"unknown architecture '{name}'{guess}: choose one of {', '.join(self.names())}"
