@@ -190,7 +190,9 @@ class ArchitectureTable:
         try:
             return self.architectures[name]
         except KeyError:
-            nearest = difflib.get_close_matches(name, self.names(), n=1, cutoff=0.6)
+            # a transposition (gfx1115 for gfx1151) first: among 26 names difflib's nearest can be another GPU
+            swapped = [n for n in self.names() if sorted(n) == sorted(name)]
+            nearest = swapped[:1] or difflib.get_close_matches(name, self.names(), n=1, cutoff=0.6)
             guess = f" (did you mean {nearest[0]}?)" if nearest else ""
             raise UserError(
                 f"unknown architecture '{name}'{guess}: choose one of {', '.join(self.names())}"
@@ -245,7 +247,7 @@ SUPPORT_COLUMNS = [("aotriton", "Flash/mem-eff SDPA (aotriton)"), ("ck_mha", "CK
                    ("aiter", "aiter"), ("ck_sdpa", "PyTorch CK SDPA"), ("fbgemm_genai", "FBGEMM GenAI"), ("vllm", "vLLM")]
 SUPPORT_MARKS = {"yes": "yes", "experimental": "experimental", "no": "—"}
 # rocm_bootstrap's sub-families (ISA major.minor, the middle of its packaging_chain), as README's summary names them
-SERIES = {"9.0": "GCN5 / CDNA1-2 (Vega, MI50-MI250)", "9.4": "CDNA3 (MI300)", "9.5": "CDNA4 (MI350)",
+SERIES = {"9.0": "GCN5 / CDNA1-2 (Vega, MI25-MI250)", "9.4": "CDNA3 (MI300)", "9.5": "CDNA4 (MI350)",
           "10.1": "RDNA1 (RX 5000)", "10.3": "RDNA2 (RX 6000, 680M)", "11.0": "RDNA3 (RX 7000, 780M)",
           "11.5": "RDNA3.5 (Ryzen AI APUs)", "12.0": "RDNA4 (RX 9000)"}
 

@@ -84,7 +84,6 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
     crashpoints.reach("planned")
     notes = _explain_pytorch_from(outputs, choice)
     notes += choice.prebuilt.absent_notes(choice.values, arch.name) if choice.prebuilt else []
-    notes.append(arch.sdpa_note())
     order = graph.build_order(outputs)
     _skip_dependents_of_skipped(order)
     compute_input_hashes(outputs, order)

@@ -145,3 +145,16 @@ def test_the_check_tool_reads_the_table_where_a_capability_is_absent():
             assert report["expectations"]["aotriton_why"].startswith("aotriton 0.13b"), arch.name
         if aotriton.value == "experimental":
             assert expected.required_environment == {"TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL": "1"}
+
+
+@pytest.mark.parametrize("arch, says", [
+    ("gfx1103", "aotriton Flash, experimental (the environment sets TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1)"),
+    ("gfx1152", "aotriton Flash, experimental"), ("gfx1100", "aotriton Flash and memory-efficient attention"),
+    ("gfx1030", "none, PyTorch runs its math attention (correct, slower): aotriton 0.13b (6e00ef3e) has no gfx1030")])
+def test_plan_for_a_new_target_says_what_flash_attention_it_gets(arch, says, capsys, monkeypatch):
+    from orchestrate.cli import main
+
+    monkeypatch.setenv("COLUMNS", "1000")
+    assert main(["plan", "--arch", arch, "--workspace", str(REPO), "--channel", "/nonexistent/a-table-channel"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"Plan for {arch} ({TABLE.get(arch).product})" in out and f"Flash attention (SDPA) on {arch}: {says}" in out
