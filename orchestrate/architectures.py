@@ -15,6 +15,7 @@ import yaml
 from . import detect
 from .errors import UserError
 from .options import ARCH_ENV
+from .yaml_files import parse
 
 TABLE_FILE = "architectures.yaml"
 SHARED_VARIANTS_FILE = "shared.yaml"
@@ -105,6 +106,17 @@ class Architecture:
             keys[flag] = [False]
         return keys
 
+    def sdpa_note(self) -> str:
+        """What PyTorch's Flash/memory-efficient SDPA is on this GPU, from the aotriton row: plan's note."""
+        aotriton = self.capabilities.get("aotriton")
+        if aotriton is None or aotriton.value == "yes":
+            return f"Flash attention (SDPA) on {self.name}: aotriton Flash and memory-efficient attention in PyTorch"
+        if aotriton.value == "experimental":
+            return (f"Flash attention (SDPA) on {self.name}: aotriton Flash, experimental (the environment sets "
+                    f"TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1): {aotriton.why}")
+        return (f"Flash attention (SDPA) on {self.name}: none, PyTorch runs its math attention (correct, slower): "
+                f"{aotriton.why}")
+
     def missing_for_keys(self, keys: set[str]) -> list[str]:
         """'without X: why' for every capability this architecture lacks behind the given keys."""
         return [
@@ -134,7 +146,7 @@ class ArchitectureTable:
     def load(cls, variants_dir: Path) -> "ArchitectureTable":
         path = Path(variants_dir) / TABLE_FILE
         try:
-            raw = yaml.safe_load(path.read_text())
+            raw = parse(path.read_text())
         except FileNotFoundError:
             raise UserError(f"{path} is missing: the architecture table must exist in the variants folder")
         except yaml.YAMLError as exc:
@@ -185,14 +197,16 @@ class ArchitectureTable:
 
     def _guess(self, name: str) -> str:
         """" (did you mean …?)": the name in lower case (GFX1151), the family a prefix names (gfx11, gfx94), else
-        the nearest name."""
+        a transposition of a name, else the nearest name."""
         written = name.strip().lower()
         if written in self.architectures:
             return f" (did you mean {written}?)"
         family = [n for n in self.names() if n.startswith(written)] if re.fullmatch(r"gfx\d+", written) else []
         if family:
             return f" ({written} is a family: did you mean {', '.join(family[:-1]) + ' or ' if family[:-1] else ''}{family[-1]}?)"
-        nearest = difflib.get_close_matches(written, self.names(), n=1, cutoff=0.6)
+        # a transposition (gfx1115 for gfx1151) first: among 26 names difflib's nearest can be another GPU
+        swapped = [n for n in self.names() if sorted(n) == sorted(written)]
+        nearest = swapped[:1] or difflib.get_close_matches(written, self.names(), n=1, cutoff=0.6)
         return f" (did you mean {nearest[0]}?)" if nearest else ""
 
     def names(self) -> list[str]:
@@ -203,7 +217,9 @@ class ArchitectureTable:
 
 
 def render_variant_file(arch: Architecture) -> str:
-    body = yaml.safe_dump(arch.variant_keys(), sort_keys=False, default_flow_style=None)
+    # libyaml's dumper where there is one: the same text, and `plan` compares every variant file with it
+    body = yaml.dump(arch.variant_keys(), Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+                     default_flow_style=None)
     return GENERATED_HEADER.format(arch=arch.name) + body
 
 
@@ -237,20 +253,96 @@ def _yaml_where(exc: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark else str(exc)
 
 
+SUPPORT_COLUMNS = [("aotriton", "Flash/mem-eff SDPA (aotriton)"), ("ck_mha", "CK attention lib"),
+                   ("flash_attn_ck", "flash-attn CK"), ("flash_attn_triton", "flash-attn Triton"),
+                   ("aiter", "aiter"), ("ck_sdpa", "PyTorch CK SDPA"), ("fbgemm_genai", "FBGEMM GenAI"), ("vllm", "vLLM")]
+SUPPORT_MARKS = {"yes": "yes", "experimental": "experimental", "no": "—"}
+# rocm_bootstrap's sub-families (ISA major.minor, the middle of its packaging_chain), as README's summary names them
+SERIES = {"9.0": "GCN5 / CDNA1-2 (Vega, MI25-MI250)", "9.4": "CDNA3 (MI300)", "9.5": "CDNA4 (MI350)",
+          "10.1": "RDNA1 (RX 5000)", "10.3": "RDNA2 (RX 6000, 680M)", "11.0": "RDNA3 (RX 7000, 780M)",
+          "11.5": "RDNA3.5 (Ryzen AI APUs)", "12.0": "RDNA4 (RX 9000)"}
+
+
+def _prebuilt_mark(arch: Architecture) -> str:
+    return "AMD" if arch.prebuilt_torch.value == "yes" else "source"
+
+
 def support_table_markdown(table: ArchitectureTable) -> str:
-    """The per-architecture table in README.md and docs/index.md, generated from the one table (a test keeps both in step)."""
-    marks = {"yes": "yes", "experimental": "experimental", "no": "—"}
-    columns = [("aotriton", "Flash/mem-eff SDPA (aotriton)"), ("ck_mha", "CK attention lib"),
-               ("flash_attn_ck", "flash-attn CK"), ("flash_attn_triton", "flash-attn Triton"),
-               ("aiter", "aiter"), ("ck_sdpa", "PyTorch CK SDPA"), ("fbgemm_genai", "FBGEMM GenAI")]
-    lines = ["| arch | GPU | " + " | ".join(title for _, title in columns) + " |",
-             "|---|---|" + "---|" * len(columns)]
+    """The full per-architecture table in docs/index.md, generated from the one table (a test keeps it in step)."""
+    lines = ["| arch | GPU | PyTorch | family package | " + " | ".join(title for _, title in SUPPORT_COLUMNS) + " |",
+             "|---|---|---|---|" + "---|" * len(SUPPORT_COLUMNS)]
     for arch in table.architectures.values():
-        cells = [marks[arch.capabilities[cap].value] for cap, _ in columns]
+        cells = [SUPPORT_MARKS[arch.capabilities[cap].value] if cap in arch.capabilities else "—"
+                 for cap, _ in SUPPORT_COLUMNS]
         if arch.opt_ins and cells[0] == "—":
             cells[0] = "— (opt-in: " + ", ".join(f"`{f}`" for f in arch.opt_ins) + ")"
-        lines.append(f"| {arch.name} | {arch.product} | " + " | ".join(cells) + " |")
+        family = f"`{arch.torch_device_family}`" if arch.torch_device_family else "—"
+        lines.append(f"| {arch.name} | {arch.product} | {_prebuilt_mark(arch)} | {family} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _series_of(arch: Architecture) -> str:
+    return ".".join(arch.isa.split(".")[:2])
+
+
+def _summary_cell(members: list[Architecture], mark_of) -> str:
+    """One cell of README's summary: the mark the whole series shares, else each mark with the targets that have it."""
+    marks: dict[str, list[str]] = {}
+    for arch in members:
+        marks.setdefault(mark_of(arch), []).append(arch.name.removeprefix("gfx"))
+    if len(marks) == 1:
+        return next(iter(marks))
+    return "; ".join(f"{mark} ({', '.join(names)})" for mark, names in marks.items())
+
+
+def support_summary_markdown(table: ArchitectureTable) -> str:
+    """README's summary of the table: one row per GPU series (rocm_bootstrap sub-family), each cell what its
+    targets share or, where they differ, which target has what (a test keeps README in step)."""
+    columns = [("aotriton", "Flash SDPA (aotriton)"), ("flash_attn", "flash-attn"), ("aiter", "aiter"),
+               ("vllm", "vLLM")]
+    series: dict[str, list[Architecture]] = {}
+    for arch in table.architectures.values():
+        series.setdefault(_series_of(arch), []).append(arch)
+
+    def mark(cap: str):
+        def of(arch: Architecture) -> str:
+            if cap == "flash_attn":
+                return ", ".join(b.upper() if b == "ck" else b.capitalize() for b in arch.flash_attn_backends) or "—"
+            value = arch.capabilities[cap].value if cap in arch.capabilities else "no"
+            return SUPPORT_MARKS[value]
+        return of
+
+    lines = ["| series | targets | PyTorch | " + " | ".join(title for _, title in columns) + " |",
+             "|---|---|---|" + "---|" * len(columns)]
+    for key, members in series.items():
+        targets = ", ".join(a.name for a in members)
+        cells = [_summary_cell(members, _prebuilt_mark)] + [_summary_cell(members, mark(cap)) for cap, _ in columns]
+        lines.append(f"| {SERIES.get(key, 'gfx ' + key)} | {targets} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# The pages that carry a generated copy of the table, by marker block: the manual every target, README a summary
+SUPPORT_BLOCKS = {"docs/index.md": ("support-table", support_table_markdown),
+                  "README.md": ("support-summary", support_summary_markdown)}
+
+
+def support_pages(table: ArchitectureTable, workspace: Path, write: bool = False) -> list[Path]:
+    """The pages whose generated table block differs from the table (rewritten in place with `write`); a page
+    without the block, or missing, is none of them (a workspace of recipes only)."""
+    stale = []
+    for page, (block, render) in SUPPORT_BLOCKS.items():
+        path = Path(workspace) / page
+        start, end = f"<!-- {block}:start -->\n", f"\n<!-- {block}:end -->"
+        text = path.read_text() if path.is_file() else ""
+        if start not in text or end not in text:
+            continue
+        head, rest = text.split(start, 1)
+        body, tail = rest.split(end, 1)
+        if body != render(table):
+            stale.append(path)
+            if write:
+                path.write_text(head + start + render(table) + end + tail)
+    return stale
 
 
 def choose_arch(explicit: str | None, table: ArchitectureTable, given_by: str = "") -> str:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from . import __version__, benchlog, bump, clean, doctor, fetch, lint, pins, pypi, resolve, runner, stops
-from .architectures import ArchitectureTable, choose_arch, stale_variant_files, write_variant_files
+from .architectures import ArchitectureTable, choose_arch, stale_variant_files, support_pages, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import FAILED_BUILDS_PAGE, BuildFailed, DiskFull, UserError, is_disk_full
@@ -126,7 +126,7 @@ def make_parser() -> argparse.ArgumentParser:
     for name in ("list", "status"):
         listing = sub.add_parser(name, help="what the channel holds, per architecture")
         _local(listing)
-    variants = sub.add_parser("variants", help="check or regenerate variants/<arch>.yaml from the table")
+    variants = sub.add_parser("variants", help="check or regenerate variants/<arch>.yaml and the support tables of README and the manual from the table")
     variants.add_argument("--workspace", type=existing_folder, metavar="DIR",
                           help="folder with recipes/ and variants/ (default: found from here)")
     variants.add_argument("--write", action="store_true", help="rewrite the generated variant files")
@@ -396,10 +396,10 @@ def cmd_variants(args, reporter: Reporter) -> int:
     variants_dir = workspace / "variants"
     table = ArchitectureTable.load(variants_dir)
     if args.write:
-        for path in write_variant_files(table, variants_dir):
+        for path in write_variant_files(table, variants_dir) + support_pages(table, workspace, write=True):
             reporter.line(f"wrote {path}")
         return 0
-    stale = stale_variant_files(table, variants_dir)
+    stale = stale_variant_files(table, variants_dir) + support_pages(table, workspace)
     for path in stale:
         reporter.error(f"{path} is out of date: run `orchestrate variants --write`")
     if not stale:

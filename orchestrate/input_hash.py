@@ -89,7 +89,7 @@ def shared_files_named(shared: Path, texts: list[str], names: set[str] | None = 
     while queue:
         text = code(queue.pop())
         for name in available - found:
-            if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text):
+            if name in text and re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text):
                 found.add(name)
                 queue.append((shared / name).read_text(errors="ignore"))
     return found

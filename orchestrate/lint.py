@@ -134,9 +134,12 @@ def lint_workspace(workspace: Path, archs: list[str] | None = None) -> LintResul
 
 
 def _paths(options: Options, table: ArchitectureTable, arch) -> list[dict[str, str]]:
-    """Both PyTorch paths where the variant files have the key, else the one configuration there is."""
+    """Both PyTorch paths where the variant files have the key, else the one configuration there is; only the
+    source path where AMD publishes no PyTorch for the arch (the table's prebuilt_torch: no)."""
     values = variant_config(dataclasses.replace(options, arch=arch.name), table, arch).to_dict()
-    return [{PYTORCH_FROM: p} for p in PATHS] if PYTORCH_FROM in values else [{}]
+    if PYTORCH_FROM not in values:
+        return [{}]
+    return [{PYTORCH_FROM: p} for p in PATHS if p != "prebuilt" or arch.prebuilt_torch.value != "no"]
 
 
 def _path_name(path: dict[str, str]) -> str:

@@ -42,6 +42,8 @@ def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
         reporter.paragraph("To lock AMD's files that have no sha256 yet (build-all and fetch do it first when online):")
         for command in dict.fromkeys(lock):
             reporter.line(f"  {command}")
+    if not plan.title:  # one GPU's plan: what PyTorch's Flash attention is there, from its row
+        reporter.paragraph(plan.arch.sdpa_note())
     total, unknown = runner.expected_total(plan)
     builds = sum(1 for s in plan.steps if s.state == runner.BUILD)
     if builds == unknown and builds:

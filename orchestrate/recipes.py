@@ -21,7 +21,7 @@ from rattler_build import RenderedVariant, Stage0Recipe, VariantConfig
 
 from .architectures import (FLASH_ATTN_BACKEND_KEY, FLASH_ATTN_BACKENDS, SHARED_VARIANTS_FILE, Architecture, ArchitectureTable,
                             stale_variant_files, variant_file_path)
-from . import pypi_table
+from . import pypi_table, yaml_files
 from .errors import UserError
 from .input_hash import SHARED_SCRIPTS, digest, file_digest, own_digests, recipe_folder_digest
 from .options import Options
@@ -184,7 +184,7 @@ def render_all(options: Options, config: VariantConfig, arch: Architecture) -> l
     for recipe_path in discover(options.recipes_dir):
         if recipe_path.parent.name == pypi_table.RECIPE_FOLDER:  # one recipe, rendered once per table entry
             shared_path = options.variants_dir / SHARED_VARIANTS_FILE
-            shared = (yaml.safe_load(shared_path.read_text()) or {}) if shared_path.is_file() else {}
+            shared = (yaml_files.parse(shared_path.read_text()) or {}) if shared_path.is_file() else {}
             table = pypi_table.load_table(options.variants_dir, shared)
             stage0s = pypi_table.recipes_for_table(load_recipe_yaml(recipe_path), table, recipe_path.parent)
             for entry, stage0 in zip(table.entries.values(), stage0s):
@@ -237,7 +237,7 @@ def render_recipe(
         name = stage1["package"]["name"]
         context = _jinja_context(typed_values, variant.variant)
         context.update(getattr(variant.recipe, "context", None) or {})
-        skip_exprs = _skip_expressions(stage0_dict, name)
+        skip_exprs = _skip_expressions(stage0_dict, name, context)
         output = Output(
             name=name,
             version=str(stage1["package"]["version"]),
@@ -286,7 +286,7 @@ def recipe_data(output: Output) -> dict:
 
 def load_recipe_yaml(recipe_path: Path) -> dict:
     try:
-        data = yaml.safe_load(recipe_path.read_text())
+        data = yaml_files.parse(recipe_path.read_text())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "invalid YAML"
@@ -338,13 +338,25 @@ def _spec_name(spec: Any) -> str | None:
     return match.group(1).lower() if match else None
 
 
-def _skip_expressions(stage0: dict, output_name: str) -> list[str]:
+def _skip_expressions(stage0: dict, output_name: str, context: dict | None = None) -> list[str]:
+    """The skip conditions of the recipe and of the output named `output_name`: a templated name
+    (`amd-torch-device-${{ gpu_arch }}`) is filled in from `context`, so two templated outputs keep their own."""
     exprs = _as_list((stage0.get("build") or {}).get("skip"))
     for out in stage0.get("outputs", []) or []:
-        pkg = (out.get("package") or {}).get("name", "")
-        if pkg == output_name or "${{" in str(pkg):
+        pkg = str((out.get("package") or {}).get("name", ""))
+        if pkg == output_name or ("${{" in pkg and _filled_in(pkg, context) in (None, output_name)):
             exprs += _as_list((out.get("build") or {}).get("skip"))
     return [str(e) for e in exprs]
+
+
+def _filled_in(template: str, context: dict | None) -> str | None:
+    """A `${{ ... }}` template filled in from `context`; None where it cannot be (no context, an error)."""
+    if context is None:
+        return None
+    try:
+        return _JINJA.from_string(template.replace("${{", "{{")).render(**context)
+    except jinja2.TemplateError:
+        return None
 
 
 def _if_conditions(node: Any) -> list[str]:

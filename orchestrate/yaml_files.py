@@ -8,12 +8,21 @@ import yaml
 
 from .errors import UserError
 
+# libyaml's loader where PyYAML has it (PyPI's wheels do): the same safe subset of YAML, parsed about ten times
+# faster than the pure-Python one. A plan parses every recipe and the table, once per architecture.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def parse(text: str):
+    """yaml.safe_load, with libyaml where there is one."""
+    return yaml.load(text, Loader=_SAFE_LOADER)
+
 
 def read_mapping(path: Path) -> dict:
     """A YAML file of ours that holds a mapping (the declarations, the lock, shared.yaml), or one line saying
     what is wrong with it."""
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = parse(path.read_text()) or {}
     except OSError as exc:
         raise UserError(f"{path} cannot be read ({exc.strerror or exc.__class__.__name__}): fix or restore it") from None
     except yaml.YAMLError as exc:

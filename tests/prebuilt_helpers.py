@@ -366,7 +366,7 @@ def file_url_and_sha256(index_url: str, project: str, file_name: str) -> tuple[s
 
 CP312 = "cp312-cp312-linux_x86_64"
 # aotriton image folder and the family device wheel that carries it, per architecture (AotritonHandler)
-TORCH_DEVICE_FAMILY = {"gfx1151": ("gfx115x", "gfx115x"), "gfx1100": ("gfx110x", "gfx110x"),
+TORCH_DEVICE_FAMILY = {"gfx1151": ("gfx115x", "gfx115x"), "gfx1150": ("gfx115x", "gfx115x"), "gfx1100": ("gfx110x", "gfx110x"),
                        "gfx1201": ("gfx120x", "gfx12-0"), "gfx942": ("gfx942", ""), "gfx90a": ("gfx90a", "")}
 
 
@@ -447,7 +447,8 @@ def torch_wheels(folder: Path, archs: list[str], torch: str = "2.14.0", sdk: str
     }, metadata=torch_metadata, entry_points="[console_scripts]\ntorchrun = torch.distributed.run:main\n")]
     for arch in archs:
         for project, wheel in torch_device_wheels(folder, arch, torch_v, sdk).items():
-            wheels.setdefault(project, []).append(wheel)
+            if wheel not in wheels.setdefault(project, []):  # a family's wheel: once for its members
+                wheels[project].append(wheel)
         wheels[f"amd-torchvision-device-{arch}"] = [make_wheel(
             folder, f"amd-torchvision-device-{arch}", vision_v, CP312,
             {f"torchvision/.kpack/torchvision_{arch}.kpack": b"kpack"}, license=False,

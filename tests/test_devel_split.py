@@ -1,7 +1,8 @@
 """The SDK's devel tree goes only where something compiles (issue 38): the rendered plan of the real recipes, for an
 architecture with aiter (gfx942) and one without (gfx90a). A PyTorch user's environment (the `pytorch` package and
 everything it requires) never reaches rocm-sdk-devel; every compiled recipe has it in requirements.host; aiter,
-which JIT-compiles with hipcc in the user's process, and what imports aiter, have it in requirements.run."""
+which JIT-compiles with hipcc in the user's process, what imports aiter, and composable-kernel (headers and CMake
+config a user compiles against) have it in requirements.run."""
 from __future__ import annotations
 
 import functools
@@ -59,8 +60,9 @@ def test_every_compiled_recipe_takes_the_devel_tree_in_host_and_only_jit_users_a
         host, run = names(output, "host"), names(output, "run")
         if f"rocm-sdk-device-{arch}" in host:  # it compiles for this GPU against the SDK
             assert DEVEL in host, output.name
-        aiter_at_run_time = "aiter" in run or output.name == "aiter"
-        assert (DEVEL in run) == aiter_at_run_time, (output.name, output.variant.get("flash_attn_backend"), sorted(run))
+        # aiter's JIT and what imports aiter; composable-kernel, a library every user compiles against
+        compiles_at_run_time = "aiter" in run or output.name in ("aiter", "composable-kernel")
+        assert (DEVEL in run) == compiles_at_run_time, (output.name, output.variant.get("flash_attn_backend"), sorted(run))
 
 
 def test_aiter_and_what_imports_it_require_the_devel_tree():

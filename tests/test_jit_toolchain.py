@@ -115,3 +115,94 @@ def test_the_conda_triple_links_where_clang_defaults_to_compiler_rt_in_the_per_t
     compile_only = subprocess.run([CLANG, "--driver-mode=g++", f"-resource-dir={resource}", "-c", str(tmp_path / "main.cpp"),
                                    *flags, "-Werror", "-o", str(tmp_path / "main.o")], capture_output=True, text=True)
     assert compile_only.returncode == 0, compile_only.stderr  # no "argument unused during compilation"
+
+
+# rocm_sdk_core._cli as TheRock's rocm-sdk-core wheel ships it (build_tools/packaging/python/templates/rocm-sdk-core/
+# src/rocm_sdk_core/_cli.py), its rules rewritten here, not copied. At our pin 89553ce3 (= TheRock main when read):
+# _get_module_path() returns the devel tree when `rocm_sdk_devel` is importable and `_rocm_sdk_devel` already
+# expanded, and _exec() execs <tree>/bin/hipcc with the environment as it is. At 1ca1839f, on the unmerged branch
+# users/tvukovic-amd/hipcc-rocm-path-windows-ci-fix (not an ancestor of 89553ce3): hipcc always runs from core, and a
+# ROCM_PATH or HIP_PATH resolving anywhere but core is dropped for --rocm-path=/--hip-path=<core>.
+CORE_CLI_STAND_IN = '''
+import importlib.util, os, sys
+from pathlib import Path
+def _tree(name):
+    return Path(importlib.util.find_spec(name).origin).parent
+def hipcc():
+    core = _tree("_rocm_sdk_core").resolve()
+    argv = sys.argv[1:]
+    if BEHAVIOUR == "89553ce3":
+        # devel installed and expanded (our rocm-sdk-devel ships it expanded; unexpanded, upstream runs `rocm-sdk init`)
+        devel = importlib.util.find_spec("rocm_sdk_devel") and importlib.util.find_spec("_rocm_sdk_devel")
+        tool = (_tree("_rocm_sdk_devel") if devel else core) / "bin/hipcc"
+    else:
+        tool = core / "bin/hipcc"
+        if any(os.environ.get(v) and Path(os.environ[v]).resolve() != core for v in ("ROCM_PATH", "HIP_PATH")):
+            os.environ.pop("ROCM_PATH", None)
+            os.environ.pop("HIP_PATH", None)
+            argv = [f"--rocm-path={core}", f"--hip-path={core}", *argv]
+    os.execv(tool, [str(tool), *argv])
+'''
+
+
+@pytest.fixture(scope="module")
+def console_env(tmp_path_factory) -> Path:
+    return environment_with_console_scripts(tmp_path_factory.mktemp("console"))
+
+
+def environment_with_console_scripts(tmp_path: Path) -> Path:
+    """conda_env's SDK as rocm-sdk + rocm-sdk-devel install it: core's console script bin/hipcc (written by the
+    recipes' own installer), the rocm_sdk_core and rocm_sdk_devel modules, and a devel tree whose include/ holds a
+    header core lacks, as TheRock's does (thrust, hipblas, ...: only devel's `dev` artifacts carry them)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("install_wheels", REPO / "recipes/_shared/install_wheels.py")
+    install_wheels = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(install_wheels)
+    env = conda_env(tmp_path)
+    site, python = env / SITE, env / "bin/python3.12"
+    devel_include = site / "_rocm_sdk_devel/include"
+    devel_include.unlink()
+    devel_include.mkdir()
+    for entry in (site / "_rocm_sdk_core/include").iterdir():
+        (devel_include / entry.name).symlink_to(f"../../_rocm_sdk_core/include/{entry.name}")
+    (devel_include / "rocm_stack_devel_only.h").write_text("#define ROCM_STACK_DEVEL_ONLY 1\n")
+    for module in ("_rocm_sdk_core", "_rocm_sdk_devel", "rocm_sdk_core", "rocm_sdk_devel"):
+        (site / module).mkdir(exist_ok=True)
+        (site / module / "__init__.py").write_text("")
+    python.parent.mkdir(exist_ok=True)
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{os.sys.executable}" "$@"\n')  # the env's python
+    python.chmod(0o755)
+    install_wheels.write_console_scripts("[console_scripts]\nhipcc = rocm_sdk_core._cli:hipcc\n", env, "3.12")
+    return env
+
+
+@pytest.mark.parametrize("behaviour", ["89553ce3", "1ca1839f"])
+def test_hipcc_on_path_and_aiters_hipcc_compile_against_the_devel_tree(tools, sdk_activation, console_env, tmp_path,
+                                                                     behaviour):
+    """In an environment with rocm-sdk and rocm-sdk-devel, `hipcc` on PATH is core's console script. At our pin it
+    runs the devel tree's hipcc with the activation's ROCM_PATH/HIP_PATH, so a devel-only header is found. aiter's
+    JIT and torch's cpp_extension take ROCM_HOME first and call $ROCM_HOME/bin/hipcc, and builds put $ROCM_PATH/bin
+    first on PATH (rocm-env.sh): neither passes through the console script, so they keep the devel tree even under
+    the unmerged 1ca1839f rules, which hand hipcc core's tree and fail on that header (so this test can fail)."""
+    env = console_env
+    (env / SITE / "rocm_sdk_core/_cli.py").write_text(f"BEHAVIOUR = {behaviour!r}\n{CORE_CLI_STAND_IN}")
+    (tmp_path / "probe.hip").write_text('#include <hip/hip_runtime.h>\n#include <rocm_stack_devel_only.h>\n'
+                                        '__global__ void probe(int* x) { x[0] = ROCM_STACK_DEVEL_ONLY; }\n')
+    compile_args = "-x hip --offload-arch=gfx90a -fPIC -c probe.hip"
+    console = in_activated(env, sdk_activation, f'export PATH="$CONDA_PREFIX/bin:$PATH"; command -v hipcc; '
+                           f'HIPCC_VERBOSE=2 hipcc {compile_args} -o console.o', tmp_path)
+    assert console.stdout.splitlines()[0] == f"{env}/bin/hipcc"
+    hip_path = next(line for line in console.stdout.splitlines() if line.startswith("HIP_PATH="))  # hipcc's own report
+    if behaviour == "89553ce3":
+        assert hip_path == f"HIP_PATH={env / SITE}/_rocm_sdk_devel", console.stdout
+        assert console.returncode == 0, console.stdout + console.stderr
+    else:  # core's tree, which lacks the header (Debian's clang 15 stops even earlier, on core's layout)
+        assert hip_path == f"HIP_PATH={env / SITE}/_rocm_sdk_core" and console.returncode != 0, console.stdout
+    if behaviour == "89553ce3":
+        return
+    # aiter's JIT never runs the console script, so one compile, under the rules that break it, shows it for both;
+    # from a shell that had ROCM_HOME=/opt/rocm, which the activation takes over (deactivation gives it back)
+    jit = in_activated(env, sdk_activation, 'export ROCM_HOME=/opt/rocm; . "$CONDA_PREFIX/etc/conda/activate.d/rocm-sdk.sh"; '
+                       'test "$ROCM_HOME" = "$ROCM_PATH" && export PATH="$CONDA_PREFIX/bin:$PATH" && '
+                       f'"$ROCM_HOME/bin/hipcc" {compile_args} -o jit.o', tmp_path)
+    assert jit.returncode == 0, jit.stdout + jit.stderr

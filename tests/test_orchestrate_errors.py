@@ -34,7 +34,7 @@ def test_unknown_architecture(orchestrate, channel, built):
 def test_no_architecture_and_no_gpu_lists_the_known_ones(orchestrate, monkeypatch):
     monkeypatch.setattr("orchestrate.detect.detect_gpu_arch", lambda: None)
     result = orchestrate("plan")
-    assert_one_line_error(result, "no AMD GPU found", "--arch", "gfx1151, gfx1200")
+    assert_one_line_error(result, "no AMD GPU found", "--arch", "gfx1103, gfx1150, gfx1151")
 
 
 def test_unknown_package(orchestrate, channel, built):

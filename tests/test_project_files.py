@@ -91,13 +91,19 @@ def test_pyproject_and_pixi_agree_on_dependencies():
     assert pip_deps <= set(PIXI["dependencies"]) | {"py-rattler"}
 
 
-@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
-def test_the_support_table_is_the_architecture_table(page):
-    from orchestrate.architectures import ArchitectureTable, support_table_markdown
+@pytest.mark.parametrize("page,block", [("README.md", "support-summary"), ("docs/index.md", "support-table")])
+def test_the_support_table_is_the_architecture_table(page, block):
+    """The manual has every target; README, a front page, one row per series; both generated from the table."""
+    from orchestrate.architectures import ArchitectureTable, support_summary_markdown, support_table_markdown
 
+    table = ArchitectureTable.load(REPO / "variants")
     text = (REPO / page).read_text()
-    section = text.split("<!-- support-table:start -->\n")[1].split("\n<!-- support-table:end -->")[0]
-    assert section == support_table_markdown(ArchitectureTable.load(REPO / "variants"))
+    section = text.split(f"<!-- {block}:start -->\n")[1].split(f"\n<!-- {block}:end -->")[0]
+    assert section == (support_summary_markdown if block == "support-summary" else support_table_markdown)(table)
+    rows = {line.split(" | ")[0].strip("| ") for line in section.splitlines()[2:]}
+    named = rows if block == "support-table" else set(", ".join(
+        line.split(" | ")[1] for line in section.splitlines()[2:]).split(", "))
+    assert named == set(table.names())
 
 
 def _command_words(task) -> list[str]:

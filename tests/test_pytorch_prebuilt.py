@@ -1,5 +1,6 @@
 """The REAL recipes/pytorch-prebuilt, built from synthetic AMD wheels (AMD's names and layout) served by a
-loopback PEP 503 index with #sha256= fragments, for two architectures; then installed as pixi would."""
+loopback PEP 503 index with #sha256= fragments, for three architectures (two of one family, gfx115x, and one with no
+family wheel); then installed as pixi would."""
 from __future__ import annotations
 
 import asyncio
@@ -15,13 +16,13 @@ from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
 from orchestrate import glibc
 from orchestrate.recipes import derived_variant_keys
-from prebuilt_helpers import TRITON_LOCAL, file_url_and_sha256, torch_wheels, write_pep503_index
+from prebuilt_helpers import TORCH_DEVICE_FAMILY, TRITON_LOCAL, file_url_and_sha256, torch_wheels, write_pep503_index
 from source_helpers import CountingServer
 from stack import package_info, solve
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "recipes/pytorch-prebuilt/recipe.yaml"
-ARCHS = {"gfx1151": "11.5.1", "gfx942": "9.4.2"}
+ARCHS = {"gfx1151": "11.5.1", "gfx1150": "11.5.0", "gfx942": "9.4.2"}
 SDK = "10.1.0"  # the release AMD's wheels name; the test pins it whatever shared.yaml says today
 PINS = yaml.safe_load((REPO / "variants/shared.yaml").read_text())
 TORCH = PINS["prebuilt_pytorch_version"][0]
@@ -49,9 +50,10 @@ def lock_keys(index_url: str, arch: str) -> dict[str, str]:
                                f"amd_torchvision_device_{arch}-0.29.0a0{local}-cp312-cp312-linux_x86_64.whl"),
         "torchaudio": ("torchaudio", f"torchaudio-2.11.0.3{local}-cp312-cp312-linux_x86_64.whl"),
     }
-    if arch == "gfx1151":
-        files["torch_device_family"] = ("amd-torch-device-gfx115x",
-                                        f"amd_torch_device_gfx115x-{TORCH}{local}-cp312-cp312-linux_x86_64.whl")
+    family = TORCH_DEVICE_FAMILY[arch][1]
+    if family:
+        files["torch_device_family"] = (f"amd-torch-device-{family}",
+                                        f"amd_torch_device_{family.replace('-', '_')}-{TORCH}{local}-cp312-cp312-linux_x86_64.whl")
     keys = {}
     for key, (project, name) in files.items():
         keys[f"{key}_url"], keys[f"{key}_sha256"] = file_url_and_sha256(index_url, project, name)
@@ -108,8 +110,9 @@ def build_channel(tmp: Path):
 
 def test_host_and_arch_neutral_packages_are_one_file_for_both_architectures(channel):
     out, built, _ = channel
-    for name in ("pytorch-base", "triton", "torchaudio"):
-        files = {f for arch in ARCHS for f in built[arch] if f.startswith(name + "-")}
+    for name in ("pytorch-base", "triton", "torchaudio", "amd-torch-device-gfx115x"):
+        archs = [a for a in ARCHS if name != "amd-torch-device-gfx115x" or TORCH_DEVICE_FAMILY[a][1] == "gfx115x"]
+        files = {f for arch in archs for f in built[arch] if f.startswith(name + "-")}
         assert len(files) == 1, (name, files)
         [file] = files
         assert f"_rocm101_py312_h" in file or "-rocm101_py312_h" in file, file
@@ -127,7 +130,7 @@ def test_only_the_locked_files_were_downloaded(channel):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_each_pytorch_installs_only_with_its_gpu_and_lands_where_pip_puts_it(channel, arch, tmp_path):
     out, _, _ = channel
-    other = next(a for a in ARCHS if a != arch)
+    other = next(a for a in ARCHS if a != arch and TORCH_DEVICE_FAMILY[a][1] != TORCH_DEVICE_FAMILY[arch][1])
     records = solve(out, ["pytorch", "torchvision", "torchaudio"], ARCHS[arch])
     asyncio.run(rattler.install(records, target_prefix=tmp_path / "env", cache_dir=tmp_path / "pkgs"))
     got = {r.name.normalized: str(r.build) for r in records}
@@ -169,15 +172,16 @@ def test_each_package_carries_its_wheels_licenses_and_requires_the_stacks_glibc(
 
 
 @pytest.mark.parametrize("name, host, devices", [
-    ("pytorch", "torch", {"gfx1151": ["amd_torch_device_gfx1151", "amd_torch_device_gfx115x"],
-                          "gfx942": ["amd_torch_device_gfx942"]}),
+    ("amd-torch-device-gfx1151", "torch", {"": ["amd_torch_device_gfx1151"]}),
+    ("amd-torch-device-gfx115x", "torch", {"": ["amd_torch_device_gfx115x"]}),
+    ("amd-torch-device-gfx942", "torch", {"": ["amd_torch_device_gfx942"]}),
     ("torchvision", "torchvision", {arch: [f"amd_torchvision_device_{arch}"] for arch in ARCHS})])
 def test_a_device_package_carries_its_host_wheels_license_and_says_where_it_came_from(channel, name, host, devices):
     """AMD's device wheels carry no license file (install_wheels.py: the kpack splitter writes none): the package
     carries the license of the host wheel each was split from, and a note per device wheel naming that wheel."""
     out, _, _ = channel
     for arch, dists in devices.items():
-        [package] = (out / "linux-64").glob(f"{name}-[0-9]*_{arch}_*.conda")
+        [package] = (out / "linux-64").glob(f"{name}-[0-9]*_{arch}_*.conda" if arch else f"{name}-[0-9]*.conda")
         index, licenses = package_info(package)
         assert f"__glibc >={PINS['c_stdlib_version'][0]}" in index["depends"], (package.name, index["depends"])
         host_dist_info = f"{host}-{TORCH if host == 'torch' else '0.29.0a0'}+rocm{SDK}.dist-info"
@@ -223,3 +227,46 @@ def test_the_split_wheels_packages_require_rocm_bootstrap_and_triton_brings_a_c_
     for name in ("pytorch-base", "torchvision"):
         assert depends[name] and all("rocm-bootstrap" in d for d in depends[name]), (name, depends[name])
     assert all("gcc" in d for d in depends["triton"]), depends["triton"]
+
+
+def test_device_packages_of_several_gpus_install_side_by_side_and_each_pulls_its_family(channel, tmp_path):
+    """torch[device-gfx1150,device-gfx1151,device-gfx942] as conda packages: one environment (solved as a GPU-less CI
+    machine would, for every GPU of a team) holds the host package once, the gfx115x family package once (both
+    gfx1150 and gfx1151 require it, neither holds its files), each target's kernels, and no file of two packages."""
+    out, _, _ = channel
+    [alone] = [solve(out, ["amd-torch-device-gfx1151"], None)]
+    assert {r.name.normalized for r in alone} >= {"amd-torch-device-gfx115x", "pytorch-base", "rocm-sdk-device-gfx1151"}
+    assert "amd-torch-device-gfx115x" not in {r.name.normalized for r in solve(out, ["amd-torch-device-gfx942"], None)}
+    records = solve(out, [f"amd-torch-device-{a}" for a in ARCHS], None)
+    asyncio.run(rattler.install(records, target_prefix=tmp_path / "env", cache_dir=tmp_path / "pkgs"))
+    owners: dict[str, list[str]] = {}
+    for meta in (tmp_path / "env/conda-meta").glob("*.json"):
+        record = json.loads(meta.read_text())
+        for path in record["files"]:
+            owners.setdefault(path, []).append(record["name"])
+    assert not {path: names for path, names in owners.items() if len(names) > 1}
+    site = f"{SITE}/torch"
+    for arch in ARCHS:
+        assert owners[f"{site}/.kpack/torch_{arch}.kpack"] == [f"amd-torch-device-{arch}"]
+    assert owners[f"{site}/lib/aotriton.images/amd-gfx115x/flash/attn_fwd/kernel.aks2"] == ["amd-torch-device-gfx115x"]
+    assert owners[f"{site}/lib/aotriton.images/amd-gfx942/flash/attn_fwd/kernel.aks2"] == ["amd-torch-device-gfx942"]
+    assert owners[f"{site}/_rocm_init.py"] == ["pytorch-base"]
+
+
+def test_pytorch_holds_no_device_files_but_torchs_license(channel):
+    """pytorch is torch[device-<gfx>]: it requires pytorch-base and the target's device package, holds none of
+    their files (no copy of a target's or a family's kernels), and carries torch's license."""
+    import asyncio as _asyncio
+    from rattler.package_streaming import PackageArchive
+
+    out, _, _ = channel
+    for arch in ARCHS:
+        [package] = (out / "linux-64").glob(f"pytorch-{TORCH}-rocm101_{arch}_*.conda")
+        index, licenses = package_info(package)
+        assert {d.split()[0] for d in index["depends"]} == {"pytorch-base", f"amd-torch-device-{arch}"}
+        assert set(licenses) == {f"wheel-licenses/torch-{TORCH}+rocm{SDK}.dist-info/licenses/LICENSE"}
+
+        async def files():
+            archive = await PackageArchive.from_path(package)
+            return await archive.list_files("pkg")
+        assert _asyncio.run(files()) == [], arch

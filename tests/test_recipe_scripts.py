@@ -98,12 +98,19 @@ def install_rocm_sdk(arch: str, tmp_path: Path, overrides: dict | None = None) -
     return prefix
 
 
-@pytest.mark.parametrize("arch", TABLE.names())
+# The activation depends on the architecture through its row's aotriton value (AOTRITON_EXPERIMENTAL) and its
+# device wheel's files: one architecture of each GPU series (ISA major.minor) and aotriton value runs the real
+# scripts (test_recipes renders every recipe for every architecture)
+ACTIVATION_ARCHS = list({(a.isa.rsplit(".", 1)[0], a.capabilities["aotriton"].value): a.name
+                         for a in reversed(TABLE.architectures.values())}.values())[::-1]
+
+
+@pytest.mark.parametrize("arch", ACTIVATION_ARCHS)
 def test_rocm_sdk_activation_sets_what_the_stack_needs_and_nothing_that_slows_it(arch, tmp_path):
     prefix = install_rocm_sdk(arch, tmp_path)
     env = activated(prefix)
     root = prefix / "lib/python3.12/site-packages/_rocm_sdk_devel"
-    assert env["ROCM_PATH"] == env["HIP_PATH"] == str(root)
+    assert env["ROCM_PATH"] == env["HIP_PATH"] == env["ROCM_HOME"] == str(root)
     assert env["HIP_DEVICE_LIB_PATH"] == f"{root}/lib/llvm/amdgcn/bitcode"
     assert (Path(env["HIP_DEVICE_LIB_PATH"]) / "ockl.bc").is_file()
     experimental = TABLE.get(arch).capabilities["aotriton"].value == "experimental"
@@ -153,7 +160,7 @@ def test_deactivation_restores_the_previous_environment(tmp_path):
     prefix = install_rocm_sdk("gfx1150", tmp_path)
     env = activated(prefix, deactivate=True)
     assert env["HIP_PATH"] == "/opt/old-hip"
-    assert not env.get("ROCM_PATH") and not env.get("TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL")
+    assert not env.get("ROCM_PATH") and not env.get("ROCM_HOME") and not env.get("TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL")
 
 
 def test_mi100_opt_in_enables_experimental_aotriton(tmp_path):
@@ -182,3 +189,70 @@ def test_patch_record_names_each_applied_patch(tmp_path):
     subprocess.run(["bash", str(REPO / "recipes/_shared/record-patches.sh"), "aotriton"], env=env, check=True)
     record = (tmp_path / "share/rocm-stack/patches/aotriton.txt").read_text()
     assert "0001-gfx908-experimental-target.patch  sha256=" in record and "Why:" in record
+
+
+@pytest.mark.parametrize("arch", ["gfx90a", "gfx942"])
+def test_gfx90a_torch_device_package_leaves_out_the_xnack_kpacks_vllm_deletes(arch, tmp_path):
+    """vLLM's ROCm image deletes torch_gfx90a:xnack+/xnack-.kpack after installing torch[device-gfx90a] ("ASAN
+    artifacts that cause hipErrorInvalidImage on MI250", Dockerfile.rocm_base:125-127 at v0.33.0). The rendered
+    amd-torch-device-gfx90a script installs the device wheel without them (and without RECORD lines for them), keeps
+    the generic kpack; another architecture's xnack variant is kept, as vLLM keeps it."""
+    from prebuilt_helpers import torch_device_wheels
+
+    rendered = rendered_output(arch, f"amd-torch-device-{arch}")
+    [wheel] = [w for name, w in torch_device_wheels(tmp_path / "wheels", arch, "2.14.0+rocm10.1.0", "10.1.0").items()
+               if name == f"amd-torch-device-{arch}"]
+    # the same wheel with AMD's xnack variants beside the generic kpack, as the splitter names them
+    import zipfile
+    src, prefix = tmp_path / "src", tmp_path / "prefix"
+    src.mkdir()
+    with zipfile.ZipFile(wheel) as original, zipfile.ZipFile(src / "torch-device.whl", "w") as copy_:
+        for info in original.infolist():
+            copy_.writestr(info, original.read(info))
+        for variant in ("xnack+", "xnack-"):
+            copy_.writestr(f"torch/.kpack/torch_{arch}:{variant}.kpack", b"kpack " + variant.encode())
+    env = {k: str(v) for k, v in rendered["build"]["script"]["env"].items()}
+    env.pop("SATISFIED_BY")  # the Requires-Dist check is the channel test's (test_pytorch_prebuilt.py)
+    env.pop("LICENSES_FROM")
+    full = {"PATH": os.environ["PATH"], "PREFIX": str(prefix), "PYTHON": sys.executable,
+            "RECIPE_DIR": str(REPO / "recipes/pytorch-prebuilt"), **env}
+    script = rendered["build"]["script"]["content"].replace("${{ install_wheels }}", rendered["context"]["install_wheels"])
+    done = subprocess.run(["bash", "-c", script], env=full, cwd=src,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    kpacks = sorted(p.name for p in (prefix / "lib/python3.12/site-packages/torch/.kpack").iterdir())
+    record = next((prefix / "lib/python3.12/site-packages").glob("amd_torch_device_*.dist-info/RECORD")).read_text()
+    if arch == "gfx90a":
+        assert kpacks == ["torch_gfx90a.kpack"] and ":xnack" not in record
+        assert done.stdout.count("left out (SKIP_FILES_MATCHING)") == 2
+    else:
+        assert kpacks == [f"torch_{arch}.kpack", f"torch_{arch}:xnack+.kpack", f"torch_{arch}:xnack-.kpack"]
+
+
+def test_device_links_without_the_devel_tree_are_a_folder_no_reader_takes_for_one(tmp_path):
+    """rocm-sdk-device links its files into _rocm_sdk_devel/ (as `rocm-sdk init` does) whether or not rocm-sdk-devel
+    is installed. Without it, that folder must not pass for a devel tree with any reader of one (at our pins):
+    TheRock's console scripts need the `rocm_sdk_devel` module first (rocm_sdk_core/_cli.py _get_module_path), and so
+    does `rocm-sdk path` (rocm_sdk/_devel.py get_devel_root); aiter takes _rocm_sdk_devel only with bin/hipconfig
+    and include/ (aiter/jit/utils/cpp_extension.py _find_rocm_home, _find_rocm_devel_include at de07f388); torch
+    reads _rocm_sdk_core. And every link resolves to the device package's own file, so none dangles."""
+    src, prefix = tmp_path / "src", tmp_path / "prefix"
+    artifacts = {**write_host_artifacts(tmp_path / "index"), "rocm_sdk_device": write_device_wheel(tmp_path / "index", "gfx942")}
+    for folder, key in (("core", "rocm_sdk_core"), ("libraries", "rocm_sdk_libraries"), ("devel", "rocm_sdk_devel"),
+                        ("device", "rocm_sdk_device")):
+        (src / "wheels" / folder).mkdir(parents=True)
+        shutil.copy(artifacts[key], src / "wheels" / folder)
+    with tarfile.open(artifacts["rocm"]) as sdist:
+        for member in sdist.getmembers():
+            member.name = member.name.split("/", 1)[1]
+            sdist.extract(member, src / "wheels" / "rocm")
+    prefix.mkdir()
+    install_host_package("rocm-sdk", rendered_output("gfx942", "rocm-sdk-licenses"), prefix, src)
+    run_build_script("rocm-sdk", rendered_env("gfx942", "rocm-sdk"), prefix, src)  # no rocm-sdk-devel
+    run_build_script("rocm-sdk-device", rendered_env("gfx942", "rocm-sdk-device-gfx942"), prefix, src)
+    site = prefix / "lib/python3.12/site-packages"
+    devel = site / "_rocm_sdk_devel"
+    links = [p for p in devel.rglob("*") if p.is_symlink()]
+    assert links and all(p.resolve().is_file() and p.resolve().is_relative_to(site / "_rocm_sdk_libraries") for p in links)
+    assert not (site / "rocm_sdk_devel").exists() and not (devel / "__init__.py").exists()
+    assert not (devel / "bin").exists() and not (devel / "include").exists()

@@ -26,10 +26,10 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-ARCHS = [a["name"] if isinstance(a, dict) and "name" in a else a
-         for a in yaml.safe_load((REPO / "variants" / "architectures.yaml").read_text())["architectures"]]
-FAMILIES = {"gfx1100": "gfx110x", "gfx1101": "gfx110x", "gfx1150": "gfx115x", "gfx1151": "gfx115x",
-            "gfx1200": "gfx12-0", "gfx1201": "gfx12-0"}
+_TABLE = yaml.safe_load((REPO / "variants" / "architectures.yaml").read_text())["architectures"]
+ARCHS = list(_TABLE)
+# the family wheel each target's device wheel requires, from the table (amd-torch-device-<family>)
+FAMILIES = {arch: row["torch_device_family"] for arch, row in _TABLE.items() if row.get("torch_device_family")}
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@localhost", "PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"}
 PYTHON_TAG = "cp312"

@@ -5,11 +5,13 @@ what is particular to the ROCm SDK).
 
 Usage (as a recipe's build script; each wheel is a `file_name:` source in the work dir):
     "$PYTHON" "$RECIPE_DIR/../_shared/install_wheels.py" WHEEL...
+    "$PYTHON" "$RECIPE_DIR/../_shared/install_wheels.py" --licenses-only WHEEL...   (their license files, nothing else)
 Reads: PREFIX, PYTHON_VERSION ("3.12": the site-packages the package is for, and the Python whose markers
   apply; not taken from the interpreter running this script), SATISFIED_BY (space-separated conda names of the
   recipe's run requirements; unset: the Requires-Dist check is skipped, for packages whose run
   requirements are translated from that same metadata), SKIP_FILES (colon-separated wheel members that
-  another package of the recipe set already installs).
+  another package of the recipe set already installs), SKIP_FILES_MATCHING (space-separated fnmatch patterns of
+  members the recipe leaves out, for names holding a colon: torch_gfx90a:xnack+.kpack).
 Does: unpacks every wheel into lib/pythonX.Y/site-packages (its .data/ folders where pip puts them),
   merging trees (a device wheel's files land inside torch/, as pip does) and refusing to overwrite a
   file another wheel brought; writes each dist-info's INSTALLER and RECORD for the installed paths;
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import fnmatch
 import hashlib
 import io
 import json
@@ -196,7 +199,7 @@ if __name__ == "__main__":
 
 
 def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: dict[Path, str],
-            skip: frozenset[str] = frozenset()) -> tuple[dict, Path]:
+            skip: frozenset[str] = frozenset(), skip_matching: tuple[str, ...] = ()) -> tuple[dict, Path]:
     """Unpack one wheel as pip does; `owners` (target -> wheel) refuses two wheels writing one file. Returns the
     wheel's METADATA and its dist-info folder."""
     with zipfile.ZipFile(wheel) as zf:
@@ -212,6 +215,9 @@ def install(wheel: Path, prefix: Path, site: Path, python_version: str, owners: 
         hashes: dict[Path, tuple[str, int]] = {}
         for info in zf.infolist():
             if info.is_dir() or info.filename == f"{dist_info}/RECORD" or info.filename in skip:
+                continue
+            if any(fnmatch.fnmatchcase(info.filename, pattern) for pattern in skip_matching):
+                print(f"install_wheels: {wheel.name}: {info.filename} left out (SKIP_FILES_MATCHING)")
                 continue
             target = target_for(info.filename, data_dir, prefix, site, python_version)
             if target in owners:
@@ -463,7 +469,25 @@ def unsatisfied(requirements: list[str], installed_here: set[str], satisfied_by:
     return missing
 
 
+def keep_licenses_only(wheel: Path) -> None:
+    """The license files of a wheel this package installs none of (the thin `pytorch`, which requires the packages
+    that hold torch's files and carries torch's license)."""
+    if not wheel.is_file():
+        fail(f"{wheel} is missing: the recipe's source did not provide it")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        dist_info = next((PurePosixPath(n).parts[0] for n in names if PurePosixPath(n).parts[0].endswith(".dist-info")), "")
+        kept = [keep_license(dist_info, n, zf.read(n)) for n in names if dist_info and is_license(n, dist_info)]
+    if not kept:
+        fail(f"{wheel.name} has no license file: --licenses-only has nothing to carry")
+    print(f"install_wheels: {wheel.name}: its license files only ({', '.join(kept)})")
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--licenses-only"]:
+        for wheel in argv[1:] or fail("usage: install_wheels.py --licenses-only WHEEL..."):
+            keep_licenses_only(Path(wheel))
+        return
     if not argv:
         fail("usage: install_wheels.py WHEEL...")
     prefix = Path(os.environ["PREFIX"])
@@ -471,6 +495,7 @@ def main(argv: list[str]) -> None:
     check = "SATISFIED_BY" in os.environ
     satisfied_by = set(os.environ.get("SATISFIED_BY", "").split())
     skip = frozenset(filter(None, os.environ.get("SKIP_FILES", "").split(":")))
+    skip_matching = tuple(os.environ.get("SKIP_FILES_MATCHING", "").split())
     site = prefix / "lib" / f"python{python_version}" / "site-packages"
     owners: dict[Path, str] = {}
     requirements: dict[str, list[str]] = {}
@@ -479,7 +504,7 @@ def main(argv: list[str]) -> None:
         if not wheel.is_file():
             fail(f"{wheel} is missing: the recipe's source did not provide it")
         try:
-            metadata, _ = install(wheel, prefix, site, python_version, owners, skip)
+            metadata, _ = install(wheel, prefix, site, python_version, owners, skip, skip_matching)
         except (OSError, ValueError, EOFError, zipfile.BadZipFile, UnicodeDecodeError, KeyError) as exc:
             fail(f"{wheel.name} could not be installed: {exc}")
         installed_here.add(canonical(metadata["Name"]))

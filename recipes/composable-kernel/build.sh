@@ -14,8 +14,9 @@ source "$RECIPE_DIR/../_shared/rocm-env.sh"
 # follows MAX_JOBS, the link pool gets a quarter of it (at least one).
 link_jobs=$(( MAX_JOBS / 4 > 0 ? MAX_JOBS / 4 : 1 ))
 
-# DL kernels are the dot-instruction path for archs with neither XDL nor WMMA (gfx103x), none of which we
-# build; DPP kernels are off by default upstream, and both were turned off for gfx115x by rock-the-conda and
+# DL kernels are the dot-instruction path for archs with neither XDL nor WMMA (gfx103x), for which the table
+# builds no CK (composable_kernel: no, as TheRock); DPP kernels are off by default upstream, and both were turned off
+# for gfx115x by rock-the-conda and
 # everywhere by nixpkgs. FP8 instances on archs without FP8 "produce unusably slow kernels" (nixpkgs).
 cmake -S . -B build -G Ninja ${CMAKE_ARGS:-} \
     -DCMAKE_BUILD_TYPE=Release \

@@ -6,6 +6,11 @@ export _ROCM_SDK_OLD_HIP_PATH="${HIP_PATH-}"
 export _ROCM_SDK_OLD_HIP_DEVICE_LIB_PATH="${HIP_DEVICE_LIB_PATH-}"
 export ROCM_PATH="$CONDA_PREFIX/@SITE_PACKAGES@/_rocm_sdk_devel"
 export HIP_PATH="$ROCM_PATH"
+# ROCM_HOME too: aiter's JIT and torch.utils.cpp_extension take the ROCm root from ROCM_HOME before ROCM_PATH
+# (aiter/jit/utils/cpp_extension.py _find_rocm_home at aiter de07f388; torch's the same), then call
+# $ROCM_HOME/bin/hipcc. A shell's ROCM_HOME=/opt/rocm would otherwise compile the JIT with the machine's ROCm.
+export _ROCM_SDK_OLD_ROCM_HOME="${ROCM_HOME-}"
+export ROCM_HOME="$ROCM_PATH"
 # clang stops searching for device libraries once ROCM_PATH is set, so name them explicitly
 export HIP_DEVICE_LIB_PATH="$ROCM_PATH/lib/llvm/amdgcn/bitcode"
 # hipcc, amdclang, rocm-sdk, ... are console scripts in $CONDA_PREFIX/bin, already on PATH.

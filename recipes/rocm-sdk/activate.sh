@@ -5,8 +5,11 @@
 # What it does set: the runtime fixes below, each a plain export whose old value deactivate.sh restores.
 
 # vLLM's ROCm image (docker/Dockerfile.rocm_base at v0.33.0) sets runtime fixes for TheRock's SDK; each is applied
-# here or declined, with why (docs/recipe-review.md, check 10). ROCM_PATH/HIP_PATH/HIP_DEVICE_LIB_PATH/PATH (:46-54)
-# have their equivalents in rocm-sdk-devel's activation (activate-devel.sh); its LD_LIBRARY_PATH (:53) is declined:
+# here or declined, with why (docs/recipe-review.md, check 10). ROCM_PATH/ROCM_HOME/HIP_PATH/HIP_DEVICE_LIB_PATH
+# (:48-52) are rocm-sdk-devel's activation's (activate-devel.sh). Its HIP_CLANG_PATH and PATH (:51, :54: the devel
+# tree's bin/ and lib/llvm/bin/ first) are not set: hipcc takes clang from $ROCM_PATH/lib/llvm/bin itself, and
+# $CONDA_PREFIX/bin's hipcc, hipconfig, amdclang are core's console scripts, which at TheRock 89553ce3 run the
+# devel tree's tools (rocm_sdk_core/_cli.py _get_module_path; tests/test_jit_toolchain.py). Its LD_LIBRARY_PATH (:53) is declined:
 # our binaries reach the SDK by RPATH and torch by rocm_sdk's preload, and a library path would let the devel tree's
 # second copies win.
 # - Applied: ROCPROFILER_QUEUE_INTERPOSITION=0 (:380-382: "torch 2.12 implicitly attaches rocprofiler-sdk; its queue

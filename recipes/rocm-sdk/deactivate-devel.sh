@@ -6,6 +6,7 @@ _rocm_sdk_restore() {
 }
 _rocm_sdk_restore ROCM_PATH
 _rocm_sdk_restore HIP_PATH
+_rocm_sdk_restore ROCM_HOME
 _rocm_sdk_restore HIP_DEVICE_LIB_PATH
 _rocm_sdk_restore HIPCC_COMPILE_FLAGS_APPEND
 _rocm_sdk_restore HIPCC_LINK_FLAGS_APPEND
