@@ -33,7 +33,7 @@ def test_help_names_the_manual_and_the_page_for_a_failed_build():
     (["--variant", "pytorch_form=source"], "did you mean pytorch_from? (--variant pytorch_from=source)"),
     (["--variant", "Flash-Attn-Backend=ck"], "did you mean flash_attn_backend?"),
     (["--arch", "GFX1151"], "unknown architecture 'GFX1151' (did you mean gfx1151?)"),
-    (["--arch", "gfx11"], "(gfx11 is a family: did you mean gfx1100, gfx1101, gfx1150 or gfx1151?)"),
+    (["--arch", "gfx11"], "(gfx11 is a family: did you mean gfx1100, gfx1101, gfx1102, gfx1103, gfx1150, gfx1151, gfx1152 or gfx1153?)"),
     (["--arch", "gfx94"], "(gfx94 is a family: did you mean gfx942?)"),
 ], ids=["variant key typo", "variant key spelt otherwise", "upper-case arch", "family gfx11", "family gfx94"])
 def test_a_typo_gets_a_did_you_mean_in_one_line(arguments, said):

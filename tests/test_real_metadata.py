@@ -109,10 +109,19 @@ def test_the_pytorch_repack_installs_the_family_wheel_the_target_device_wheel_re
     with zipfile.ZipFile(family_wheel) as zf:
         [metadata_file] = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
         assert requires_dist(zf.read(metadata_file).decode()) == [f"torch == {version}"]
-    satisfied_by = prebuilt_output("pytorch")["build"]["script"]["env"]["SATISFIED_BY"].replace("${{ gpu_arch }}", arch)
-    done = install([target, family_wheel], tmp_path / "both", "3.12", satisfied_by)
+    # AMD's split, as our packages follow it: the target's device package installs the target wheel and run-requires
+    # the family's package, which installs the family wheel (each once, however many GPUs share the family)
+    target_env = prebuilt_output("amd-torch-device-${{ gpu_arch }}")["build"]["script"]["env"]["SATISFIED_BY"]
+    family_term = '${{ ("amd-torch-device-" ~ torch_device_family) if torch_device_family else "" }}'
+    assert family_term in target_env
+    satisfied_by = target_env.replace("${{ gpu_arch }}", arch).replace(family_term, f"amd-torch-device-{family}")
+    done = install([target], tmp_path / "target", "3.12", satisfied_by)
     assert done.returncode == 0, done.stderr
-    alone = install([target], tmp_path / "alone", "3.12", satisfied_by)
+    family_env = prebuilt_output("amd-torch-device-${{ torch_device_family or \"none\" }}")["build"]["script"]["env"]["SATISFIED_BY"]
+    done = install([family_wheel], tmp_path / "family", "3.12", family_env)
+    assert done.returncode == 0, done.stderr
+    # without the family package among the run requirements, the build stops naming the family wheel
+    alone = install([target], tmp_path / "alone", "3.12", satisfied_by.replace(f"amd-torch-device-{family}", ""))
     assert alone.returncode == 1 and "Traceback" not in alone.stderr
     assert f"requires {requirement}, which no run requirement" in alone.stderr
 
