@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 from . import benchlog, bump, clean, doctor, fetch, lint, pins, pypi, resolve, runner, stops
-from .architectures import ArchitectureTable, stale_variant_files, support_pages, write_variant_files
+from .architectures import ArchitectureTable, choose_arch, stale_variant_files, support_pages, write_variant_files
 from .channel import Channel
 from .detect import detect_gpu_arch
 from .errors import BuildFailed, DiskFull, UserError, is_disk_full
+from .arch_list import arch_list, per_arch
 from .options import (ARCH_ENV, ARCH_HELP, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
                       compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
                       options_from_args, shared_channel, source_channel)
@@ -51,7 +52,7 @@ def _local(parser: argparse.ArgumentParser) -> None:
 
 def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
     _local(parser)
-    parser.add_argument("--arch", help=ARCH_HELP)
+    parser.add_argument("--arch", type=arch_list, metavar="ARCH[,ARCH...]", help=ARCH_HELP)
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
                         help=f"override a variant key, e.g. --variant {VARIANT_EXAMPLE}")
     parser.add_argument("--source-channel", action="append", type=source_channel, metavar="URL",
@@ -135,10 +136,25 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def cmd_plan(args, reporter: Reporter) -> int:
-    options = options_from_args(args)
-    plan = _make_plan(args, options)
-    show_plan(plan, reporter)
+    plans = [_make_plan(args, one) for one in _each_arch(args)]
+    for plan in plans:
+        show_plan(plan, reporter)
+    if len(plans) > 1:
+        reporter.paragraph(runner.shared_line(plans))
     return 0
+
+
+def _each_arch(args, options: Options | None = None) -> list[Options]:
+    """The options for each architecture given (one, or each of --arch gfx942,gfx950), every one checked against
+    the table before the first is planned."""
+    options = options or options_from_args(args)
+    if getattr(args, "arch_neutral", False):
+        return [options]  # the packages every architecture shares: built once, whatever the list
+    if len(options.archs) > 1:
+        table = ArchitectureTable.load(options.variants_dir)
+        for name in options.archs:
+            choose_arch(name, table, options.arch_given_by)
+    return per_arch(options)
 
 
 def _make_plan(args, options: Options) -> runner.Plan:
@@ -203,7 +219,22 @@ def show_plan(plan: runner.Plan, reporter: Reporter) -> None:
 
 
 def cmd_build(args, reporter: Reporter) -> int:
-    options = options_from_args(args)
+    """`build-all` and `build`, once per architecture given (--arch gfx942,gfx950), in order: what the first built
+    with the same input hash is up to date for the next. A failure stops the rest, unless --keep-going."""
+    failed, each = [], _each_arch(args)
+    for options in each:
+        try:
+            _build_one(args, options, reporter)
+        except BuildFailed as exc:
+            if not options.keep_going or len(each) < 2:
+                raise
+            failed.append(f"{options.arch}: {exc}")
+    if failed:
+        raise BuildFailed("; ".join(failed))
+    return 0
+
+
+def _build_one(args, options: Options, reporter: Reporter) -> int:
     packages = getattr(args, "packages", None)
     plan = _make_plan(args, options)
     caches = _caches(options)  # a cache channel that is not there stops the run (a dry one too) before any build
@@ -303,7 +334,7 @@ def _show_benchmarks(options: Options, reporter: Reporter) -> None:
 
 def cmd_fetch(args, reporter: Reporter) -> int:
     options = options_from_args(args)
-    if args.all_archs and options.arch:
+    if args.all_archs and options.archs:
         raise UserError("--arch and --all-archs exclude each other: pass one")
     plans = _fetch_plans(args, options)
     SourceCache(options.source_cache).ensure_writable()
@@ -339,9 +370,9 @@ def cmd_fetch(args, reporter: Reporter) -> int:
 
 def _fetch_plans(args, options: Options) -> list[runner.Plan]:
     if not args.all_archs:
-        return [runner.make_plan(options, args.packages)]
+        return [runner.make_plan(one, args.packages) for one in _each_arch(args, options)]
     table = ArchitectureTable.load(options.variants_dir)
-    return [runner.make_plan(dataclasses.replace(options, arch=a), args.packages) for a in table.names()]
+    return [runner.make_plan(dataclasses.replace(options, arch=a, archs=[a]), args.packages) for a in table.names()]
 
 
 def cmd_clean(args, reporter: Reporter) -> int:

@@ -26,13 +26,14 @@ from .architectures import (ARCH_OVERRIDE_ENV, FLASH_ATTN_BACKENDS, GPU_OVERRIDE
                             SHARED_VARIANTS_FILE, ArchitectureTable, choose_arch, override_hint)
 from .channels import FIX_CHANNEL, base_url, local_folder
 from .diagnose import FIX_SOURCE
+from .doctor_gpus import FAIL, OK, WARN, Check, gpu_checks, hsa_override_check, solver_pick
 from .errors import UserError
 from .estimates import existing_parent
+from .share.consumer import PIXI_MIN_VERSION
 from .options import ARCH_ENV, GIB_PER_JOB, Options, default_max_jobs, options_from_args
 from .ui import GIB, format_bytes
 from .yaml_files import read_mapping
 
-OK, WARN, FAIL = "ok", "warn", "fail"
 SCHEMA = "orchestrate/doctor/1"
 PROBE_TIMEOUT_S = 5.0  # one HTTP probe (connect + answer)
 DEADLINE_S = 12.0  # all probes together: doctor answers within 15 s even when DNS hangs
@@ -47,17 +48,6 @@ OS_RESERVE = 4 * GIB
 GTT_TOLERANCE = 2 * GIB
 # MemTotal lacks the BIOS carve-out and what the kernel keeps; RAM comes in multiples of 8 GiB.
 RAM_STEP = 8 * GIB
-
-
-@dataclass
-class Check:
-    name: str
-    status: str  # ok | warn | fail
-    detail: str
-    fix: str = ""
-
-    def line(self) -> str:
-        return f"{self.status:<4}  {self.name:<9} {self.detail}" + (f"; fix: {self.fix}" if self.fix else "")
 
 
 @dataclass(frozen=True)
@@ -105,18 +95,20 @@ def run_doctor(options: Options, machine: Machine | None = None, probe: Probe | 
     machine, probe = machine or MACHINE, probe or probe_url
     table = ArchitectureTable.load(options.variants_dir)
     chosen = options.arch  # --arch, orchestrate.toml, $ORCHESTRATE_ARCH (options.arch_from)
-    if chosen:
-        choose_arch(chosen, table, options.arch_given_by)  # an unknown one is a usage error, as everywhere else
-    detected = detect.detect_gpu_arch(machine.kfd_nodes)
+    for name in options.archs:
+        choose_arch(name, table, options.arch_given_by)  # an unknown one is a usage error, as everywhere else
+    gpus = detect.detect_gpus(machine.kfd_nodes) or [(found, 0) for found in [detect.detect_gpu_arch(machine.kfd_nodes)]
+                                                      if found]
+    detected = solver_pick(gpus)  # the GPU an environment is solved for
     here = table.architectures.get(detected or "")
     arch = table.architectures.get(chosen or "") or here
     build_only = bool(chosen) and not detected  # a build machine needs no GPU
 
-    checks = [gpu_check(chosen, detected, table)]
+    checks = gpu_checks(options.archs, gpus, table) + [c for c in [hsa_override_check(gpus, table)] if c]
     if arch:
         checks.append(support_check(arch))
     checks.append(driver_check(machine, build_only))
-    if here and here.apu:
+    if any(table.architectures[gfx].apu for gfx, _ in gpus if gfx in table.architectures):  # an iGPU beside an eGPU too
         checks.append(gtt_check(machine))
     checks.append(memory_check(machine, options))
     plan = None
@@ -154,27 +146,6 @@ def run(args, reporter) -> int:
             reporter.item(check.line(), hanging=16)  # under the detail, after status and name
         reporter.paragraph(summary_line(arch, checks))
     return 0 if all(c.status != FAIL for c in checks) else 1
-
-
-def gpu_check(chosen: str | None, detected: str | None, table: ArchitectureTable) -> Check:
-    known = ", ".join(table.names())
-    if detected and detected in table.architectures:
-        found = f"{detected} ({table.architectures[detected].product})"
-        if chosen and chosen != detected:
-            return Check("gpu", WARN, f"this machine has {found}, you build for {chosen}: those packages will "
-                         "not run here", f"drop --arch (and {ARCH_ENV}) to build for this GPU")
-        return Check("gpu", OK, found)
-    if detected:
-        if chosen:
-            return Check("gpu", WARN, f"this machine's {detected} is not in the architecture table; building for "
-                         f"{chosen}", f"its packages will not run here (the table has {known})")
-        return Check("gpu", FAIL, f"this machine's GPU is {detected}, which the architecture table does not have",
-                     f"pass --arch to build for another machine's GPU ({known})")
-    if chosen:
-        return Check("gpu", WARN, f"no AMD GPU seen; building for {chosen} (a build machine needs none)",
-                     "`pixi run check` needs the GPU: run it where the GPU is")
-    return Check("gpu", FAIL, "no AMD GPU seen and no architecture given",
-                 f"pass --arch or set {ARCH_ENV} (one of {known}), or see the driver line below")
 
 
 def support_check(arch: Architecture) -> Check:
@@ -362,11 +333,19 @@ def pixi_check(isa: str | None) -> Check:
         return Check("pixi", WARN, f"{exe} did not answer `pixi info --json` ({type(exc).__name__})",
                      "check that pixi runs: `pixi info`")
     version = info.get("version", "?")
+    if _older(str(version), PIXI_MIN_VERSION):
+        return Check("pixi", WARN, f"pixi {version} is older than {PIXI_MIN_VERSION}, the first that reads the AMD GPU "
+                     "platforms of our manifests (docs/sharing.md)", "`pixi self-update`")
     if any(str(v).startswith("__amdgpu_arch") for v in info.get("virtual_packages") or []):
         return Check("pixi", OK, f"pixi {version} knows __amdgpu_arch: it picks the build for this GPU")
     return Check("pixi", WARN, f"pixi {version} does not know __amdgpu_arch: from a channel with several "
                  "architectures it may install another GPU's build",
                  "update pixi, or pin builds: `pixi add \"pytorch * *gfx1151*\"` (your architecture)")
+
+
+def _older(version: str, than: str) -> bool:
+    numbers = [tuple(int(n) for n in re.findall(r"\d+", v)[:3]) for v in (version, than)]
+    return bool(numbers[0]) and numbers[0] < numbers[1]
 
 
 def stack_glibc(options: Options, plan: runner.Plan | None) -> tuple[str, str]:

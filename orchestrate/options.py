@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .arch_list import arch_list, first_arch_list
 from .channels import anchored
 from .errors import UserError
 
@@ -32,7 +33,8 @@ PACKAGE_FORMAT = re.compile(r"^(?:conda(?::(-[1-7]|[0-9]|1[0-9]|2[0-2]))?|tar-bz
 class Options:
     workspace: Path
     channel: Path
-    arch: str | None = None
+    arch: str | None = None  # the architecture a plan or build is for: the first of `archs`, or None (detected)
+    archs: list[str] = field(default_factory=list)  # every architecture given (--arch gfx942,gfx950): per_arch()
     arch_given_by: str = ""  # where `arch` is written when not by --arch (arch_given_by), for an error naming it
     source_channels: list[str] = field(default_factory=lambda: list(DEFAULT_SOURCE_CHANNELS))
     cache_channels: list[str] = field(default_factory=list)
@@ -288,8 +290,9 @@ CONFIG_KEYS = (
     ConfigKey("channel", str, 'a folder, e.g. channel = "channel"',
               "the local channel folder, relative to the workspace",
               default=f'`"{DEFAULT_CHANNEL}"`', flag="--channel", check=folder, in_workspace=True),
-    ConfigKey("arch", str, 'an architecture of variants/architectures.yaml, e.g. arch = "gfx1151"',
-              f"the GPU architecture to build for (else `${ARCH_ENV}`, else detected)", flag="--arch"),
+    ConfigKey("arch", list, 'architectures of the table, e.g. arch = "gfx1151" or arch = ["gfx942", "gfx950"]',
+              f"the GPU architecture(s) to build for (else `${ARCH_ENV}`, else detected; [several](orchestrator.md"
+              "#several-gpus-in-one-environment))", flag="--arch", check=arch_list),
     ConfigKey("source_channels", list, 'a list of channels, e.g. source_channels = ["conda-forge"]',
               "where dependencies come from (see [Channel names](#channel-names))",
               default='`["conda-forge"]`', flag="--source-channel, --no-source-channels", check=source_channel),
@@ -429,18 +432,26 @@ def parse_variant_overrides(items: list[str]) -> dict[str, str]:
 ARGUMENT_DEFAULTS = {"arch": None, "variant": [], "source_channel": None, "no_source_channels": False,
                      "quiet": False, "source_cache": None, "cache_channel": [], "keep_going": False, "dry_run": False,
                      "jobs": None, "compiler_launcher": None, "no_tests": False, "offline": False}
-ARCH_HELP = f"GPU architecture, e.g. gfx1151 (default: orchestrate.toml's arch, else ${ARCH_ENV}, else detected)"
+ARCH_HELP = (f"GPU architecture, e.g. gfx1151, or several: gfx942,gfx950 (default: orchestrate.toml's arch, else "
+             f"${ARCH_ENV}, else detected)")
 
 
 def _arch_sources(flag: str | None, config: dict, workspace: Path) -> list[tuple[str | None, str]]:
-    return [(flag, ""), (config.get("arch"), f"{workspace / CONFIG_FILE}: arch"), (os.environ.get(ARCH_ENV), f"${ARCH_ENV}")]
+    written = ",".join(w) if isinstance(w := config.get("arch"), list) else w  # orchestrate.toml's: a list
+    return [(flag, ""), (written, f"{workspace / CONFIG_FILE}: arch"), (os.environ.get(ARCH_ENV), f"${ARCH_ENV}")]
+
+
+def archs_from(flag: str | None, config: dict, workspace: Path = Path()) -> list[str]:
+    """Every architecture a command is given (arch_from's source, split at commas); [] leaves it to detection."""
+    return first_arch_list(_arch_sources(flag, config, workspace))
 
 
 def arch_from(flag: str | None, config: dict) -> str | None:
-    """The architecture a command is given: --arch, else orchestrate.toml's arch, else $ORCHESTRATE_ARCH; None
-    leaves it to detection (architectures.choose_arch). The one reader of ORCHESTRATE_ARCH for every command
-    whose --arch help names it (ARCH_HELP)."""
-    return next((value for value, _ in _arch_sources(flag, config, Path()) if value), None)
+    """The architecture a command is given: --arch, else orchestrate.toml's arch, else $ORCHESTRATE_ARCH (the first,
+    where several are given: `pins` reads one architecture's pins); None leaves it to detection
+    (architectures.choose_arch). With archs_from, the one reader of ORCHESTRATE_ARCH for every command whose --arch
+    help names it (ARCH_HELP)."""
+    return next(iter(archs_from(flag, config)), None)
 
 
 def arch_given_by(flag: str | None, config: dict, workspace: Path) -> str:
@@ -463,7 +474,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
     return Options(
         workspace=workspace,
         channel=channel.resolve(),
-        arch=arch_from(args.arch, config),
+        arch=next(iter(archs := archs_from(args.arch, config, workspace)), None),
+        archs=archs,
         arch_given_by=arch_given_by(args.arch, config, workspace),
         source_channels=list(sources),
         cache_channels=list(args.cache_channel or [anchored(c, workspace) for c in config.get("cache_channels", [])]),

@@ -471,3 +471,15 @@ def raise_if_failed(steps: list[Step]) -> None:
     if bad:
         raise BuildFailed(f"{len(bad)} package(s) were not built: their requirements, or those of a package they "
                           "need, cannot be resolved (see the summary)")
+
+
+def shared_line(plans: list[Plan]) -> str:
+    """For a plan of several architectures: which packages all of them share (the same input hash: built once,
+    then up to date for the others) and how many are each architecture's own."""
+    hashes = [{s.output.input_hash for s in p.steps if s.state in (BUILD, UP_TO_DATE)} for p in plans]
+    shared = set.intersection(*hashes) if hashes else set()
+    names = sorted({s.output.name for s in plans[0].steps if s.output.input_hash in shared})
+    own = ", ".join(f"{p.arch.name} {len(h - shared)}" for p, h in zip(plans, hashes))
+    return (f"{len(plans)} architectures ({', '.join(p.arch.name for p in plans)}) in one channel: "
+            f"{len(names)} package(s) are the same for all (built once): {', '.join(names) or 'none'}; "
+            f"each architecture's own: {own}")

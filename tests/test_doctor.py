@@ -339,6 +339,16 @@ def test_pixi_on_path_and_whether_it_knows_amdgpu_arch(orchestrate, machine, bar
     assert ("knows __amdgpu_arch" in line) if knows else ("does not know __amdgpu_arch" in line)
 
 
+def test_a_pixi_older_than_the_gpu_platforms_is_told_to_update(orchestrate, machine, bare_path, monkeypatch):
+    machine()
+    pixi = bare_path / "pixi"
+    pixi.write_text(FAKE_PIXI.format(knows="knows", version="0.77.0"))
+    pixi.chmod(pixi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bare_path}:/bin:/usr/bin")
+    [line] = lines_of(orchestrate("doctor"))["pixi"]
+    assert line.startswith("warn") and "pixi 0.77.0 is older than 0.82.0" in line and "fix: `pixi self-update`" in line
+
+
 def test_no_pixi_is_a_warning(orchestrate, machine):
     machine()
     pixi = lines_of(orchestrate("doctor"))["pixi"][0]
@@ -392,3 +402,56 @@ def test_without_a_gtt_report_the_amdgpu_gttsize_parameter_counts(orchestrate, m
     (made.sys / "module/amdgpu/parameters/gttsize").write_text("126976\n")
     gtt = lines_of(orchestrate("doctor"))["gtt"][0]
     assert gtt.startswith("ok") and "GTT 124.0 GiB" in gtt
+
+
+# --- several GPUs, a GPU outside the table, HSA_OVERRIDE_GFX_VERSION ------------------------------------------
+
+def add_gpu(made: doctor.Machine, node: int, version: int, simds: int) -> None:
+    folder = made.sys / f"class/kfd/kfd/topology/nodes/{node}"
+    folder.mkdir()
+    (folder / "properties").write_text(f"cpu_cores_count 0\ngfx_target_version {version}\nsimd_count {simds}\n"
+                                       "simd_per_cu 2\n")
+
+
+def test_every_gpu_is_named_with_its_architecture_and_the_one_the_solver_sees(orchestrate, machine):
+    """A Strix Halo (40 CUs) with an RX 7900 eGPU (96 CUs): a line for each, and which one an environment gets."""
+    made = machine()  # node 1: gfx1151 with 80 SIMDs, no simd_per_cu: counted as 80
+    (made.sys / "class/kfd/kfd/topology/nodes/1/properties").write_text(
+        f"gfx_target_version {STRIX_HALO}\nsimd_count 80\nsimd_per_cu 2\n")
+    add_gpu(made, 2, NAVI31, 192)
+    result = orchestrate("doctor")
+    gpus = lines_of(result)["gpu"]
+    assert len(gpus) == 2
+    assert "GPU 0 of 2: gfx1151 (" in gpus[0] and "Strix Halo" in gpus[0] and "40 compute units" in gpus[0]
+    assert "GPU 1 of 2: gfx1100 (" in gpus[1] and "96 compute units" in gpus[1]
+    assert lines_of(result)["gtt"]  # the Strix Halo's memory limit is checked, though the solver picks the eGPU
+    [pick] = lines_of(result)["gpus"]
+    assert "solver sees gfx1100 (most compute units)" in pick and "--arch gfx1100,gfx1151" in pick
+    both = lines_of(orchestrate("doctor", "--arch", "gfx1151,gfx1100"))["gpu"]
+    assert all(line.startswith("ok") for line in both)
+    one = lines_of(orchestrate("doctor", "--arch", "gfx1151"))["gpu"]
+    assert one[1].startswith("warn") and "not in --arch gfx1151" in one[1] and "--arch gfx1151,gfx1100" in one[1]
+
+
+def test_a_gpu_outside_the_table_is_one_line_with_its_nearest_family_and_the_page(orchestrate, machine):
+    machine(gpu=100103)  # gfx1013: AMD ships no PyTorch for it
+    result = orchestrate("doctor")
+    [line] = lines_of(result)["gpu"]
+    assert line.startswith("fail") and "gfx1013 is not in the architecture table" in line
+    assert "nearest family there: gfx1" in line and "docs/adding-a-gpu.md" in line
+    assert result.code == 1
+
+
+@pytest.mark.parametrize("real", [STRIX_HALO, 100103])
+def test_hsa_override_says_what_it_pretends_and_what_the_table_offers(orchestrate, machine, monkeypatch, real):
+    machine(gpu=real)
+    monkeypatch.setenv("HSA_OVERRIDE_GFX_VERSION", "11.0.0")
+    [line] = lines_of(orchestrate("doctor", "--arch", "gfx1100"))["hsa"]
+    assert line.startswith("warn") and "HSA_OVERRIDE_GFX_VERSION=11.0.0 makes ROCm run this" in line
+    if real == STRIX_HALO:
+        assert "gfx1151 as gfx1100" in line and "the table has gfx1151: " in line and "--arch gfx1151" in line
+    else:
+        assert "gfx1013 as gfx1100" in line and "gfx1013 is not in the table" in line and "docs/adding-a-gpu.md" in line
+    assert "fix: unset HSA_OVERRIDE_GFX_VERSION" in line
+    monkeypatch.delenv("HSA_OVERRIDE_GFX_VERSION")
+    assert "hsa" not in lines_of(orchestrate("doctor", "--arch", "gfx1100"))

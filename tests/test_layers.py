@@ -24,7 +24,7 @@ LAYERS = {
     # Face: argv, the supervisor process, exit codes
     "__init__": FACE, "__main__": FACE, "launch": FACE, "cli": FACE, "reference": FACE,
     # Commands: one module per user command
-    "runner": COMMANDS, "fetch": COMMANDS, "doctor": COMMANDS, "pins": COMMANDS, "contract": COMMANDS,
+    "runner": COMMANDS, "fetch": COMMANDS, "doctor": COMMANDS, "doctor_gpus": COMMANDS, "pins": COMMANDS, "contract": COMMANDS,
     "import_contract": COMMANDS, "lint": COMMANDS,
     "clean": COMMANDS, "pypi": COMMANDS, "resolve": COMMANDS, "neutral": COMMANDS,
     "share": COMMANDS, "share.publish": COMMANDS, "share.serve": COMMANDS, "share.cache": COMMANDS,
@@ -43,7 +43,7 @@ LAYERS = {
     "sources": DECLARATIONS, "imports": DECLARATIONS, "pypi_table": DECLARATIONS, "input_hash": DECLARATIONS,
     # Base: errors, HTTP, signals, options, output
     "errors": BASE, "web": BASE, "stops": BASE, "channels": BASE, "options": BASE, "crashpoints": BASE,
-    "detect": BASE, "ui": BASE, "package_index": BASE, "yaml_files": BASE, "glibc": BASE,
+    "detect": BASE, "arch_list": BASE, "ui": BASE, "package_index": BASE, "yaml_files": BASE, "glibc": BASE,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -172,8 +173,10 @@ def test_dry_run_builds_nothing(orchestrate, channel):
 
 
 def test_one_channel_two_architectures_resolves_per_machine(orchestrate, workspace):
-    assert orchestrate("build-all", "--arch", "gfx1151").code == 0
-    assert orchestrate("build-all", "--arch", "gfx1100").code == 0
+    both = orchestrate("build-all", "--arch", "gfx1151,gfx1100")  # one command, one channel (--arch takes a list)
+    assert both.code == 0, both.err
+    assert re.findall(r"^Summary for (\S+)", both.out, re.M) == ["gfx1151", "gfx1100"]
+    assert states(both.out)["rocm-stack-check"] == ["built", "up to date"]  # the same for both: built once
     listing = orchestrate("list")
     assert "gfx1100: 9 package(s), gfx1151: 9 package(s), noarch: 1 package(s)" in listing.out
     for isa, arch in (("11.5.1", "gfx1151"), ("11.0.0", "gfx1100")):
@@ -248,6 +251,9 @@ def test_a_hard_gpu_requirement_refuses_other_machines(orchestrate, workspace, t
     shutil.copy(REPO / "LICENSE", workspace)  # the recipe names the repository's license
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1151").code == 0
     assert orchestrate("build", "rocm-stack", "--arch", "gfx1100").code == 0
+    # consumer-manifest reads the GPUs the channel serves from its rocm-stack builds: one pixi platform each
+    manifest = tomllib.loads(orchestrate("consumer-manifest", "--channel", str(workspace / "channel"), "--print").out)
+    assert [p["amdgpu"] for p in manifest["workspace"]["platforms"]] == ["gfx1100", "gfx1151"]  # in the table's order
     builds = install(workspace / "channel", ["rocm-stack"], "11.5.1", tmp_path / "env")
     assert builds["rocm-stack"].startswith("gfx1151_") and builds["vllm"].startswith("gfx1151_")
     assert builds["flash-attn"].startswith("gfx1151_triton_")  # with the stack: the default backend

@@ -12,20 +12,24 @@ no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine w
 
 
 @no_gpu
-def test_check_without_a_gpu_passes_unless_a_gpu_is_required(capsys):
-    assert main(["check", "--json"]) == exit_codes.OK
-    report = json.loads(capsys.readouterr().out)
+def test_check_without_a_gpu_fails_unless_a_recipe_test_allows_it(capsys):
+    assert main(["check", "--json", "--allow-no-gpu"]) == exit_codes.OK
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
     assert report["status"] == "no-gpu" and report["platform"]["torch_version"] == torch.__version__
     assert "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL" in report["environment"]
-    assert main(["check", "--require-gpu"]) == exit_codes.NO_GPU
-    assert "no GPU" in capsys.readouterr().out
+    assert "allowed by --allow-no-gpu (a recipe test on a build machine)" in captured.err
+    for flags in ([], ["--require-gpu"]):  # the default, and the old flag that asked for it
+        assert main(["check", *flags]) == exit_codes.NO_GPU
+        assert capsys.readouterr().out.startswith("rocm-stack-check check: no-gpu: PyTorch ")
 
 
 def test_check_without_pytorch_is_a_missing_gpu(monkeypatch, capsys):
     monkeypatch.setattr(check, "import_torch", lambda: (None, "ModuleNotFoundError: No module named 'torch'"))
-    assert main(["check"]) == exit_codes.OK
+    assert main(["check", "--allow-no-gpu"]) == exit_codes.OK
     assert "PyTorch not importable" in capsys.readouterr().out
-    assert main(["check", "--json", "--require-gpu"]) == exit_codes.NO_GPU
+    assert main(["check", "--json"]) == exit_codes.NO_GPU
+    assert "PyTorch does not import (ModuleNotFoundError: No module named 'torch')" in capsys.readouterr().err
 
 
 def _report(flash_passed=True, flash_expected=True, flash_attn=None):

@@ -24,7 +24,7 @@ def test_pytorch_itself_warns_without_numpy():
     assert "Failed to initialize NumPy" in run_python("import torch").stderr
 
 
-@pytest.mark.parametrize("arguments", [["check"], ["check", "--json"]])
+@pytest.mark.parametrize("arguments", [["check", "--allow-no-gpu"], ["check", "--json", "--allow-no-gpu"]])
 def test_check_says_once_that_numpy_is_missing(arguments):
     result = run_python(f"from rocm_stack_check.cli import main; sys.exit(main({arguments!r}))")
     assert result.returncode == 0, result.stderr

@@ -154,7 +154,7 @@ def test_quickstart_one_machine_runs_as_written(quickstart, machine):
     assert quickstart["fetch"].code == 0, quickstart["fetch"].err
     assert quickstart["build-all"].code == 0, quickstart["build-all"].err
     assert quickstart["build-all"].out.splitlines()[-1] == "10 built"
-    # `pixi run check` is `pixi exec -c ./channel -c conda-forge -s … -- rocm-stack-check check --require-gpu`.
+    # `pixi run check` is `pixi exec -c ./channel -c conda-forge -s … -- rocm-stack-check check`.
     # Stubbed: pixi exec's environment (no pixi, no conda-forge here) is the check tool from this repository, and its
     # solve is py-rattler's over ./channel alone; no GPU here, so the check fails as it says it does (exit 3).
     check = quickstart["check"]

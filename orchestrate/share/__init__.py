@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..arch_list import arch_list, arch_names
 from ..errors import UserError
 from ..options import (CHANNEL_SCHEMES, DEFAULT_CHANNEL, PACKAGE_SERVER_SCHEMES, existing_folder, find_workspace, folder,
                        http_url, load_config, location, options_from_args, port, shared_channel)
@@ -94,7 +95,9 @@ def _run_publish(args, reporter) -> int:
 def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--channel", required=True, metavar="URL", type=install_channel,
                         help="the shared channel teammates install from (http(s)://, s3://, file://, a path)")
-    parser.add_argument("--arch", help="pin the GPU-specific packages to this architecture's builds")
+    parser.add_argument("--arch", type=arch_list, metavar="ARCH[,ARCH...]",
+                        help="the architectures to write a pixi platform for (default: those the channel serves); "
+                             "one pins the GPU-specific packages to its builds")
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR", help="workspace whose architecture table to use")
     written = parser.add_mutually_exclusive_group()  # --print writes no file: an --output beside it would be ignored
     written.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
@@ -113,16 +116,40 @@ def _run_consumer(args, reporter) -> int:
             raise
         workspace = None  # a teammate without the repository: no table, so no per-arch trimming
     config = load_config(workspace) if workspace else {}
-    arch = args.arch
-    if arch and workspace:
-        arch = ArchitectureTable.load(workspace / "variants").get(arch)
-    text = render_manifest(args.channel, arch, config)
+    table = ArchitectureTable.load(workspace / "variants") if workspace else None
+    names = arch_names(args.arch or "")
+    for name in names if table else []:
+        table.get(name)  # a typo is one line naming the table's architectures
+    served, served_from = (names, "asked for") if names else served_by(args.channel, config, table)
+    arch = names[0] if len(names) == 1 else None
+    text = render_manifest(args.channel, table.get(arch) if arch and table else arch, config, served, served_from)
     if args.print_only:
         reporter.line(text.rstrip("\n"))
         return 0
     path = write_manifest(text, args.output, args.force)
     reporter.line(f"wrote {path}: run `pixi install` next to it")
     return 0
+
+
+def served_by(url: str, config: dict, table) -> tuple[list[str], str]:
+    """The architectures a channel serves: those its rocm-stack builds require (`__amdgpu_arch ==<ISA>`, read from
+    its linux-64/repodata.json), in the table's order; ([], why) where the index cannot be read or names none."""
+    from ..detect import gfx_name_from_isa
+    from .targets import reader_for
+    from .untrusted import read_json
+
+    try:
+        index = read_json(reader_for(url, config), "linux-64/repodata.json") or {}
+    except (UserError, OSError) as exc:
+        return [], f"its index could not be read: {' '.join(str(exc).split())[:200]}"
+    records = {**(index.get("packages") or {}), **(index.get("packages.conda") or {})}
+    isas = {dep.split("==", 1)[1].strip() for record in records.values() if isinstance(record, dict)
+            and record.get("name") == "rocm-stack" for dep in record.get("depends") or []
+            if isinstance(dep, str) and dep.startswith("__amdgpu_arch ==")}
+    names = {(table.by_isa(isa).name if table and table.by_isa(isa) else gfx_name_from_isa(isa)) for isa in isas} - {""}
+    order = table.names() if table else []
+    names = sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
+    return names, "the channel serves (its rocm-stack builds)" if names else "its index holds no rocm-stack build"
 
 
 def _verify_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,6 +17,17 @@ STACK = (("rocm-stack", True), ("pytorch-rocm", False), ("pytorch", True), ("vll
 FLASH_ATTN = "flash-attn"
 # The line that marks a manifest as ours: only such a file is ever replaced (a project's own pixi.toml never is).
 WRITTEN_BY = "# Written by `orchestrate consumer-manifest`"
+# The first pixi whose rich platforms take `amdgpu = "gfx…"`: 0.82.0, 2026-10-13 (prefix-dev/pixi#7144 and its
+# release page; shared/reference/landscape-2026-12.md). Every manifest we write, and our own pixi.toml, requires it;
+# docs/sharing.md states it (tests/test_multi_gpu.py keeps the three in step).
+PIXI_MIN_VERSION = "0.82.0"
+REQUIRES_PIXI = f">={PIXI_MIN_VERSION}"
+
+
+def platform_line(gfx: str) -> str:
+    """One pixi rich platform for a GPU architecture: its solve sees that GPU (`__amdgpu`, `__amdgpu_arch`),
+    whether or not the machine that locks has it."""
+    return f'  {{ name = "{gfx}", platform = "linux-64", amdgpu = "{gfx}" }},'
 
 
 def channel_for_pixi(url: str) -> str:
@@ -27,9 +38,13 @@ def channel_for_pixi(url: str) -> str:
     return url.rstrip("/")
 
 
-def render_manifest(channel_url: str, arch: Architecture | str | None, config: dict) -> str:
+def render_manifest(channel_url: str, arch: Architecture | str | None, config: dict,
+                    served: list[str] | None = None, served_from: str = "") -> str:
+    """`arch`: the one architecture the GPU-specific packages are pinned to (--arch A), or None; `served`: the
+    architectures the channel serves (one rich platform each), and where that list comes from."""
     channel = channel_for_pixi(channel_url)
     arch_name = arch.name if isinstance(arch, Architecture) else arch
+    served = served if served is not None else [arch_name] if arch_name else []
     isa = arch.isa if isinstance(arch, Architecture) else None
     lines = [
         f"# Installs the ROCm ML stack from {channel}; everything else comes from conda-forge.",
@@ -53,8 +68,8 @@ def render_manifest(channel_url: str, arch: Architecture | str | None, config: d
         "[workspace]",
         'name = "rocm-stack"',
         f'channels = ["{channel}", "conda-forge"]',
-        'platforms = ["linux-64"]',
     ]
+    lines += platform_lines(served, served_from)
     target = parse_target(channel_url, config) if channel.startswith("s3://") else None
     if isinstance(target, S3Store) and target.options.endpoint_url:
         lines += [
@@ -72,6 +87,19 @@ def render_manifest(channel_url: str, arch: Architecture | str | None, config: d
                      else f'{package} = "*"')
     lines += flash_attn_lines(arch if isinstance(arch, Architecture) else None)
     return "\n".join(lines) + "\n"
+
+
+def platform_lines(served: list[str], served_from: str) -> list[str]:
+    """One named rich platform per architecture served, and the pixi that reads them; where none is known, the plain
+    platform (the solver then sees this machine's GPU)."""
+    if not served:
+        return ["# The channel's GPU architectures are not known here: " + (served_from or "no --arch") + ".",
+                "# Pass --arch gfx1151[,gfx1100...] for one pixi platform per GPU, locked on any machine.",
+                'platforms = ["linux-64"]']
+    return ["# One platform per GPU architecture " + (served_from or "asked for") + ": `pixi lock` solves each",
+            "# (no GPU needed: the platform declares it), `pixi install` on a machine installs its GPU's.",
+            "platforms = [", *map(platform_line, served), "]",
+            f'requires-pixi = "{REQUIRES_PIXI}"']
 
 
 def flash_attn_lines(arch: Architecture | None) -> list[str]:

@@ -11,10 +11,10 @@ from pathlib import Path
 from . import REGRESSION_THRESHOLD, __version__, exit_codes
 from .attention import BACKEND_NAMES, DTYPES, Shape
 
-EXIT_CODES_HELP = (f"exit codes: {exit_codes.OK} all good (or no GPU, unless --require-gpu); "
+EXIT_CODES_HELP = (f"exit codes: {exit_codes.OK} all good (or no GPU, with --allow-no-gpu); "
                    f"{exit_codes.FAILED} Flash Attention not usable (check), a regression (bench --compare) or "
                    f"Flash not clearly faster than math (bench --quick --expect-speedup); "
-                   f"{exit_codes.USAGE} bad arguments; {exit_codes.NO_GPU} no GPU (check with --require-gpu; bench "
+                   f"{exit_codes.USAGE} bad arguments; {exit_codes.NO_GPU} no usable GPU, its cause named (check; bench "
                    f"without --device cpu or --quick)")
 
 
@@ -83,7 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 epilog=EXIT_CODES_HELP)
     check.add_argument("--json", action="store_true", help="print the report as JSON (status line on stderr)")
     check.add_argument("--output", type=output_file, help="also write the JSON report to this file")
-    check.add_argument("--require-gpu", action="store_true", help=f"exit {exit_codes.NO_GPU} when no GPU is usable")
+    gpu = check.add_mutually_exclusive_group()
+    gpu.add_argument("--allow-no-gpu", action="store_true",
+                     help=f"exit {exit_codes.OK} when no GPU is usable, saying so: for recipe tests on build machines "
+                          f"(without it, no usable GPU exits {exit_codes.NO_GPU} naming the cause and the fix)")
+    gpu.add_argument("--require-gpu", action="store_true", help="the default; kept for scripts that pass it")
     check.add_argument("--require-flash-attn", action="store_true",
                        help="fail when the flash-attn package is not installed")
     check.add_argument("--expect-arch", metavar="GFX",
@@ -199,8 +203,11 @@ def run_bench(arguments) -> int:
             return exit_codes.NO_GPU
         device = "cuda" if arguments.device == "auto" else arguments.device
         if device != "cpu" and not torch.cuda.is_available():
-            print("rocm-stack-check bench: no GPU: PyTorch sees no CUDA or ROCm device "
-                  "(use --device cpu to time the CPU)")
+            from .environment import describe_platform
+            from .usable import why_no_gpu
+
+            print(f"rocm-stack-check bench: no GPU: {why_no_gpu(describe_platform(torch).to_dict())} "
+                  "(or use --device cpu to time the CPU)")
             return exit_codes.NO_GPU
         if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
             print(f"rocm-stack-check bench: no {device}: PyTorch sees {torch.cuda.device_count()} GPU(s), "
@@ -243,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.command == "check":
         from .check import run_check
 
-        return run_check(arguments.json, arguments.require_gpu, arguments.require_flash_attn,
+        return run_check(arguments.json, not arguments.allow_no_gpu, arguments.require_flash_attn,
                          arguments.expect_arch, arguments.output)
     return run_bench(arguments)
 

@@ -101,6 +101,15 @@ def describe_platform(torch) -> Platform:
     return found
 
 
+def describe_device(torch, index: int, gpu_runtime: str) -> dict:
+    """One visible GPU: its index, name, architecture (gcnArchName's base on ROCm, sm_XY on CUDA) and memory."""
+    properties = torch.cuda.get_device_properties(index)
+    arch_full = getattr(properties, "gcnArchName", None) if gpu_runtime == "rocm" else \
+        f"sm_{properties.major}{properties.minor}"
+    return {"index": index, "name": properties.name, "arch": arch_full.split(":")[0] if arch_full else None,
+            "arch_full": arch_full, "total_memory_mib": properties.total_memory // 2**20}
+
+
 def import_flash_attn():
     """flash-attn's module and version, or None: it is optional everywhere."""
     try:
