@@ -1,0 +1,221 @@
+"""One environment for several GPUs (`--arch gfx942,gfx950 --one-environment`), as AMD's pip install does it with
+`torch[device-gfx942,device-gfx950]`: host code once, device code per target.
+
+A *set* of architectures is rendered as one more architecture:
+- its name is "multi" and its members, in the table's order (`multi_gfx942_gfx950`): the token its build strings carry
+  (`rocm101_multi_gfx942_gfx950_py312_…`; a build string takes letters, digits and "_" only), which a one-target pin
+  (`rocm101_gfx942_*`) never matches;
+- its ISA is a conda version OR (`__amdgpu_arch ==9.4.2|==9.5.0`): the solver installs the set on a machine whose GPU
+  is any member (rattler solves it; tests/test_arch_set.py checks it with CONDA_OVERRIDE_AMDGPU_ARCH for each ISA);
+- its capabilities are the intersection of its members' (read from variants/architectures.yaml, with the reason of
+  each member that lacks one): vLLM for gfx942 and gfx1151 is what both have;
+- `gpu_arch_list` (`gfx942;gfx950`) is the list compilers take (PYTORCH_ROCM_ARCH, GPU_ARCHS, --offload-arch, each
+  separated by ";").
+
+A recipe is rendered for a set from an expanded copy of its stage-0 recipe: every requirement whose package name is
+per target (`rocm-sdk-device-${{ gpu_arch }}`, `"amd-torch-device-" ~ gpu_arch`) becomes one requirement per member
+(rattler-build cannot expand a list-valued variant into several requirements: "Invalid match spec"), `__amdgpu_arch
+==${{ amdgpu_isa }}` becomes the set's OR, and an output that *is* a per-target package (`amd-torch-device-${{ gpu_arch
+}}`) is left out: each member's own render builds it, and the members' packages install side by side.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from typing import Any
+
+from .architectures import Architecture, ArchitectureTable, Capability
+from .errors import UserError
+
+SET_PREFIX = "multi"
+ARCH_LIST_KEY = "gpu_arch_list"
+ARCH_LIST_JOIN = ";"
+# a capability's values from least to most: a set has the least of its members'
+_RANK = {"no": 0, "experimental": 1, "yes": 2}
+_REQUIREMENT_SECTIONS = ("build", "host", "run", "run_constraints")
+_EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
+_PIN_SUBPACKAGE = re.compile(r"""^\$\{\{\s*pin_subpackage\((.+?)(?:,\s*exact\s*=\s*True)?\s*\)\s*\}\}$""")
+_NAME = re.compile(r"(?:\$\{\{.*?\}\}|[^\s])*", re.S)
+_AMDGPU_ARCH = re.compile(r"^__amdgpu_arch\s*==\$\{\{\s*amdgpu_isa\s*\}\}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchSet:
+    members: tuple[Architecture, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.members]
+
+    @property
+    def name(self) -> str:
+        return "_".join([SET_PREFIX, *self.names])
+
+    @property
+    def isa_spec(self) -> str:
+        """The `__amdgpu_arch` version spec that any member's GPU satisfies."""
+        return "|".join(f"=={m.isa}" for m in self.members)
+
+    def architecture(self) -> Architecture:
+        """The set as one row: the intersection of its members' capabilities, each lacking one naming why."""
+        first = self.members[0]
+        caps = {name: _least([m.capabilities[name] for m in self.members], name) for name in first.capabilities}
+        prebuilt = _least([m.prebuilt_torch for m in self.members], "prebuilt_torch")
+        return Architecture(
+            name=self.name, product=" + ".join(m.product for m in self.members),
+            isa="|".join(m.isa for m in self.members), torch_device_family="",
+            aotriton_image_family="", capabilities=caps,
+            opt_ins={flag: why for flag, why in first.opt_ins.items() if all(flag in m.opt_ins for m in self.members)},
+            apu=any(m.apu for m in self.members), prebuilt_torch=prebuilt,
+            flash_attn_preference=first.flash_attn_preference)
+
+    def variant_keys(self) -> dict[str, list]:
+        """The keys a recipe sees for the set: the set's row's, and the list compilers take."""
+        keys = self.architecture().variant_keys()
+        keys[ARCH_LIST_KEY] = [ARCH_LIST_JOIN.join(self.names)]
+        return keys
+
+
+def arch_set(table: ArchitectureTable, names: list[str]) -> ArchSet:
+    """The set of the named architectures (each checked against the table), in the table's order, so that the same
+    GPUs are the same package whoever lists them and in whatever order."""
+    members = [table.get(name) for name in names]
+    if len(members) < 2:
+        raise UserError(f"one environment for several GPUs needs at least two architectures (got {', '.join(names) or 'none'}): "
+                        "pass e.g. --arch gfx942,gfx950")
+    order = table.names()
+    return ArchSet(tuple(sorted(members, key=lambda m: order.index(m.name))))
+
+
+def _least(caps: list[Capability], name: str) -> Capability:
+    worst = min(caps, key=lambda c: _RANK.get(c.value, 0))
+    if worst.value == "yes":
+        return Capability(name, "yes", caps[0].why)
+    return Capability(name, worst.value, "; ".join(f"{c.why}" for c in caps if c.value != "yes" and c.why))
+
+
+def _mentions_arch(text: str) -> bool:
+    return "gpu_arch" in "".join(_EXPR.findall(text)) or "amdgpu_isa" in "".join(_EXPR.findall(text))
+
+
+def _for_member(text: str, member: Architecture) -> str:
+    """`text` with the set's per-target keys filled in with one member's values, inside every ${{ }}."""
+    def fill(match: re.Match) -> str:
+        expr = re.sub(r"\bgpu_arch\b", f'"{member.name}"', match.group(1))
+        return "${{" + re.sub(r"\bamdgpu_isa\b", f'"{member.isa}"', expr) + "}}"
+    return _EXPR.sub(fill, text)
+
+
+def _expand_requirement(item: str, arch_set: ArchSet, version: str) -> list[str]:
+    text = str(item).strip()
+    if _AMDGPU_ARCH.match(text):
+        return [f"__amdgpu_arch {arch_set.isa_spec}"]
+    name_part = _NAME.match(text).group(0)  # up to the first space outside ${{ }}
+    if not _mentions_arch(name_part):
+        return [item]
+    pinned = _PIN_SUBPACKAGE.match(text)
+    if pinned:  # a pin of a per-target output, which this render leaves out: each member's, at this output's version
+        text = f"${{{{ {pinned.group(1)} }}}} =={version}"
+    return [_for_member(text, member) for member in arch_set.members]
+
+
+def _expand_list(items: list, arch_set: ArchSet, version: str) -> list:
+    result: list = []
+    for item in items:
+        if isinstance(item, str):
+            result.extend(_expand_requirement(item, arch_set, version))
+        elif isinstance(item, dict) and "if" in item:  # if/then/else: each branch expanded
+            branch = dict(item)
+            for key in ("then", "else"):
+                if key in branch:
+                    value = branch[key]
+                    branch[key] = _expand_list(value if isinstance(value, list) else [value], arch_set, version)
+            result.append(branch)
+        else:
+            result.append(item)
+    return result
+
+
+def _expand_requirements(node: Any, arch_set: ArchSet, version: str) -> None:
+    """Expand every requirement list in a stage-0 node (the recipe, an output, a test) in place; `version`: the
+    version expression of the package the node belongs to."""
+    if isinstance(node, dict):
+        version = str(((node.get("package") or {}).get("version")) or version)
+        for key, value in node.items():
+            if key == "requirements" and isinstance(value, dict):
+                for section in _REQUIREMENT_SECTIONS:
+                    if isinstance(value.get(section), list):
+                        value[section] = _expand_list(value[section], arch_set, version)
+            else:
+                _expand_requirements(value, arch_set, version)
+    elif isinstance(node, list):
+        for item in node:
+            _expand_requirements(item, arch_set, version)
+
+
+def expand_for_set(stage0: dict, arch_set: ArchSet) -> dict:
+    """A copy of a stage-0 recipe to render for a set: per-target requirements once per member, the set's ISA OR,
+    and the recipe's per-target outputs left out (each member's render builds its own)."""
+    data = copy.deepcopy(stage0)
+    if isinstance(data.get("outputs"), list):
+        data["outputs"] = [o for o in data["outputs"] if not _mentions_arch(str((o.get("package") or {}).get("name") or ""))]
+    version = str((data.get("recipe") or {}).get("version") or (data.get("package") or {}).get("version") or "")
+    _expand_requirements(data, arch_set, version)
+    return data
+
+
+def is_per_target(name: str, arch_set: ArchSet) -> bool:
+    """Whether a rendered package belongs to one target (its name carries the set's token): left to the members."""
+    return arch_set.name in name
+
+
+def set_config(options, table: ArchitectureTable, arch_set: ArchSet):
+    """The variant config a set renders with: its first member's (shared.yaml, the pins, the arch-neutral prebuilt
+    keys such as torch's host wheel), the set's own keys over it. PyTorch comes from AMD's wheels only where it does
+    for every member; else every member's device code is compiled into one build from source."""
+    import json
+
+    from rattler_build import VariantConfig
+
+    from .prebuilt import PYTORCH_FROM
+    from .recipes import variant_choice
+
+    choices = [variant_choice(options, table, member) for member in arch_set.members]
+    keys: dict[str, Any] = {key: value[0] for key, value in arch_set.variant_keys().items() if len(value) == 1}
+    froms = {c.pytorch.value for c in choices if c.pytorch is not None}
+    if froms:
+        keys[PYTORCH_FROM] = "prebuilt" if froms == {"prebuilt"} else "source"
+    config = choices[0].config.merge(VariantConfig.from_yaml("\n".join(f"{k}: [{json.dumps(v)}]" for k, v in keys.items())))
+    backends = arch_set.variant_keys()["flash_attn_backend"]
+    return config.merge(VariantConfig.from_yaml(f"flash_attn_backend: {json.dumps(backends)}"))
+
+
+def render_set(options, table: ArchitectureTable, arch_set: ArchSet) -> list:
+    """Every package one environment for the set needs: each recipe rendered once for the set (fat builds naming
+    the set), and each member's per-target packages (its device packages) from the member's own render."""
+    from .pypi_table import RECIPE_FOLDER as PYPI_FOLDER
+    from .recipes import discover, load_recipe_yaml, render_all, render_recipe, variant_config
+
+    config = set_config(options, table, arch_set)
+    typed = config.to_dict()
+    row = arch_set.architecture()
+    outputs = []
+    for recipe_path in discover(options.recipes_dir):
+        if recipe_path.parent.name == PYPI_FOLDER:  # arch-neutral PyPI repacks: taken from the first member's render
+            continue
+        stage0 = expand_for_set(load_recipe_yaml(recipe_path), arch_set)
+        outputs += [o for o in render_recipe(recipe_path, config, typed, row, options, stage0) if not is_per_target(o.name, arch_set)]
+    seen = {(o.name, o.build_string) for o in outputs}
+    for index, member in enumerate(arch_set.members):
+        own = {member.name, member.torch_device_family} - {""}
+        for output in render_all(options, variant_config(options, table, member), member):
+            mine = any(token in output.name for token in own) or (index == 0 and output.recipe_name == PYPI_FOLDER)
+            if mine and (output.name, output.build_string) not in seen:  # a family's package: once, for its first member
+                seen.add((output.name, output.build_string))
+                outputs.append(output)
+    names = {o.name for o in outputs}
+    for output in outputs:
+        output.requires &= names
+        output.requires.discard(output.name)
+    return outputs

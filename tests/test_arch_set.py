@@ -1,0 +1,106 @@
+"""One environment for several GPUs: the repository's recipes rendered for the set gfx942,gfx950 (fat builds named by
+the set, per-target device packages from each member), and py-rattler solving `rocm-stack` for it on a machine with
+either GPU (CONDA_OVERRIDE_AMDGPU_ARCH), refusing it on a machine with neither."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+from rattler import Platform, VirtualPackage, VirtualPackageOverrides, solve
+
+from orchestrate.arch_set import ARCH_LIST_KEY, arch_set, render_set
+from orchestrate.architectures import ArchitectureTable
+from orchestrate.options import Options
+from orchestrate.resolve import write_plan_channel
+from conftest import REPO
+
+TABLE = ArchitectureTable.load(REPO / "variants")
+RANK = {"no": 0, "experimental": 1, "yes": 2}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    options = Options(workspace=REPO, channel=tmp_path_factory.mktemp("channel"),
+                      source_cache=tmp_path_factory.mktemp("sources"))
+    pair = arch_set(TABLE, ["gfx950", "gfx942"])  # any order: the table's is the set's
+    return pair, [o for o in render_set(options, TABLE, pair) if not o.skipped]
+
+
+def run_of(output) -> list[str]:
+    return [str(r) for r in (output.rendered.get("requirements") or {}).get("run") or [] if isinstance(r, str)]
+
+
+def test_a_set_has_what_every_member_has_and_says_why_not(rendered):
+    pair, _ = rendered
+    assert pair.name == "multi_gfx942_gfx950" and pair.isa_spec == "==9.4.2|==9.5.0"
+    mixed = arch_set(TABLE, ["gfx1151", "gfx942"]).architecture()
+    a, b = TABLE.get("gfx942"), TABLE.get("gfx1151")
+    for name, cap in mixed.capabilities.items():
+        expected = min(a.capabilities[name].value, b.capabilities[name].value, key=RANK.__getitem__)
+        assert cap.value == expected, name
+        lacking = [m.capabilities[name].why for m in (a, b) if m.capabilities[name].value != "yes"]
+        assert all(why in cap.why for why in lacking if why), name
+    assert pair.variant_keys()[ARCH_LIST_KEY] == ["gfx942;gfx950"]  # PYTORCH_ROCM_ARCH's and GPU_ARCHS' form
+    with pytest.raises(Exception, match="at least two architectures"):
+        arch_set(TABLE, ["gfx942"])
+
+
+def test_the_stack_for_a_set_requires_each_targets_device_packages_and_either_gpu(rendered):
+    pair, outputs = rendered
+    by_name = {}
+    for o in outputs:
+        by_name.setdefault(o.name, []).append(o)
+    [stack] = by_name["rocm-stack"]
+    run = run_of(stack)
+    assert stack.build_string.startswith("multi_gfx942_gfx950_h")
+    assert "__amdgpu_arch ==9.4.2|==9.5.0" in run
+    assert {"rocm-sdk-device-gfx942 10.1.0.*", "rocm-sdk-device-gfx950 10.1.0.*"} <= set(run)
+    assert any(r.startswith("pytorch ") and r.endswith("rocm101_multi_gfx942_gfx950_*") for r in run)
+    [torch] = by_name["pytorch"]  # AMD's wheels: pytorch-base once, each target's device package
+    assert {"amd-torch-device-gfx942", "amd-torch-device-gfx950", "pytorch-base"} <= torch.requires
+    # no package is built for the set that belongs to one target: each member's own render builds those, once
+    assert not [o.name for o in outputs if "multi_" in o.name]
+    assert {"amd-torch-device-gfx942", "amd-torch-device-gfx950", "rocm-sdk-device-gfx950"} <= set(by_name)
+    for o in outputs:  # what a GPU of either target may install beside the other's device code
+        constraints = [str(c) for c in (o.rendered.get("requirements") or {}).get("run_constraints") or []]
+        assert not [c for c in constraints if c.startswith("__amdgpu_arch ==") and "|" not in c], o.label
+
+
+def plan_records(outputs):
+    """The rendered packages as the channel will hold them, their requirements outside this plan (python, numpy,
+    __glibc) left out: what is solved is how the GPU architectures tie together."""
+    names = {o.name for o in outputs}
+
+    def keep(spec) -> bool:
+        name = str(spec).split()[0] if isinstance(spec, str) else next(iter(spec.values()))["name"]
+        return name in names or name == "__amdgpu_arch"
+
+    kept = []
+    for o in outputs:
+        reqs = dict(o.rendered.get("requirements") or {})
+        reqs = {k: [s for s in reqs.get(k) or [] if keep(s)] for k in ("run", "run_constraints")}
+        kept.append(dataclasses.replace(o, rendered={**o.rendered, "requirements": reqs}))
+    return kept
+
+
+@pytest.mark.parametrize("isa, solves", [("9.4.2", True), ("9.5.0", True), ("11.5.1", False)])
+def test_rocm_stack_for_the_set_solves_on_a_machine_with_either_gpu(rendered, tmp_path, monkeypatch, isa, solves):
+    _, outputs = rendered
+    write_plan_channel(plan_records(outputs), tmp_path / "channel")
+    monkeypatch.setenv("CONDA_OVERRIDE_AMDGPU", "0")
+    monkeypatch.setenv("CONDA_OVERRIDE_AMDGPU_ARCH", isa)
+    virtual = [v.into_generic() for v in VirtualPackage.detect(VirtualPackageOverrides.from_env())]
+
+    def install(specs):
+        return asyncio.run(solve([(tmp_path / "channel").as_uri()], specs, platforms=[Platform("linux-64"), Platform("noarch")],
+                                 virtual_packages=virtual))
+    if not solves:
+        with pytest.raises(Exception, match="rocm-stack"):
+            install(["rocm-stack"])
+        return
+    records = {r.name.normalized: r for r in install(["rocm-stack"])}
+    assert str(records["rocm-stack"].build).startswith("multi_gfx942_gfx950_")
+    assert {"rocm-sdk-device-gfx942", "rocm-sdk-device-gfx950", "amd-torch-device-gfx942", "amd-torch-device-gfx950",
+            "pytorch-base"} <= set(records)
+    assert "_multi_gfx942_gfx950_" in str(records["pytorch"].build) and "_multi_gfx942_gfx950_" in str(records["vllm"].build)
