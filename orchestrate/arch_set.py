@@ -12,7 +12,8 @@ A *set* of architectures is rendered as one more architecture:
 - `gpu_arch_list` (`gfx942;gfx950`) is the list compilers take (PYTORCH_ROCM_ARCH, GPU_ARCHS, --offload-arch, each
   separated by ";").
 
-A recipe is rendered for a set from an expanded copy of its stage-0 recipe: every requirement whose package name is
+A recipe is rendered for a set from an expanded copy of its stage-0 recipe: a script's `GPU_ARCH: ${{ gpu_arch }}` becomes
+the list (recipes/_shared/rocm-env.sh passes it on as PYTORCH_ROCM_ARCH, GPU_ARCHS, AMDGPU_TARGETS), every requirement whose package name is
 per target (`rocm-sdk-device-${{ gpu_arch }}`, `"amd-torch-device-" ~ gpu_arch`) becomes one requirement per member
 (rattler-build cannot expand a list-valued variant into several requirements: "Invalid match spec"), `__amdgpu_arch
 ==${{ amdgpu_isa }}` becomes the set's OR, and an output that *is* a per-target package (`amd-torch-device-${{ gpu_arch
@@ -36,6 +37,7 @@ _RANK = {"no": 0, "experimental": 1, "yes": 2}
 _REQUIREMENT_SECTIONS = ("build", "host", "run", "run_constraints")
 _EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 _PIN_SUBPACKAGE = re.compile(r"""^\$\{\{\s*pin_subpackage\((.+?)(?:,\s*exact\s*=\s*True)?\s*\)\s*\}\}$""")
+_ARCH_LIST = "${{ " + ARCH_LIST_KEY + " }}"
 _NAME = re.compile(r"(?:\$\{\{.*?\}\}|[^\s])*", re.S)
 _AMDGPU_ARCH = re.compile(r"^__amdgpu_arch\s*==\$\{\{\s*amdgpu_isa\s*\}\}$")
 
@@ -143,7 +145,9 @@ def _expand_requirements(node: Any, arch_set: ArchSet, version: str) -> None:
     if isinstance(node, dict):
         version = str(((node.get("package") or {}).get("version")) or version)
         for key, value in node.items():
-            if key == "requirements" and isinstance(value, dict):
+            if key == "env" and isinstance(value, dict):  # GPU_ARCH: ${{ gpu_arch }} -> the list the build compiles for
+                node[key] = {k: _ARCH_LIST if str(v).replace(" ", "") == "${{gpu_arch}}" else v for k, v in value.items()}
+            elif key == "requirements" and isinstance(value, dict):
                 for section in _REQUIREMENT_SECTIONS:
                     if isinstance(value.get(section), list):
                         value[section] = _expand_list(value[section], arch_set, version)

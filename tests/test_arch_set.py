@@ -62,6 +62,11 @@ def test_the_stack_for_a_set_requires_each_targets_device_packages_and_either_gp
     # no package is built for the set that belongs to one target: each member's own render builds those, once
     assert not [o.name for o in outputs if "multi_" in o.name]
     assert {"amd-torch-device-gfx942", "amd-torch-device-gfx950", "rocm-sdk-device-gfx950"} <= set(by_name)
+    # one fat build: the compiled packages' scripts get the list (rocm-env.sh: PYTORCH_ROCM_ARCH, GPU_ARCHS)
+    for name in ("vllm", "aiter", "composable-kernel"):
+        [compiled] = by_name[name]
+        assert compiled.rendered["build"]["script"]["env"]["GPU_ARCH"] == "gfx942;gfx950", name
+        assert {"rocm-sdk-device-gfx942", "rocm-sdk-device-gfx950"} <= compiled.requires, name
     for o in outputs:  # what a GPU of either target may install beside the other's device code
         constraints = [str(c) for c in (o.rendered.get("requirements") or {}).get("run_constraints") or []]
         assert not [c for c in constraints if c.startswith("__amdgpu_arch ==") and "|" not in c], o.label
