@@ -9,8 +9,8 @@ A *set* of architectures is rendered as one more architecture:
   is any member (rattler solves it; tests/test_arch_set.py checks it with CONDA_OVERRIDE_AMDGPU_ARCH for each ISA);
 - its capabilities are the intersection of its members' (read from variants/architectures.yaml, with the reason of
   each member that lacks one): vLLM for gfx942 and gfx1151 is what both have;
-- `gpu_arch_list` (`gfx942;gfx950`) is the list compilers take (PYTORCH_ROCM_ARCH, GPU_ARCHS, --offload-arch, each
-  separated by ";").
+- `gpu_arch_list` (`gfx942,gfx950`) is the list its scripts get as GPU_ARCH; recipes/_shared/rocm-env.sh passes it on
+  as the ";" list compilers take (PYTORCH_ROCM_ARCH, GPU_ARCHS for flash-attn's and aiter's --offload-arch, CMake's).
 
 A recipe is rendered for a set from an expanded copy of its stage-0 recipe: a script's `GPU_ARCH: ${{ gpu_arch }}` becomes
 the list (recipes/_shared/rocm-env.sh passes it on as PYTORCH_ROCM_ARCH, GPU_ARCHS, AMDGPU_TARGETS), every requirement whose package name is
@@ -31,13 +31,19 @@ from .errors import UserError
 
 SET_PREFIX = "multi"
 ARCH_LIST_KEY = "gpu_arch_list"
-ARCH_LIST_JOIN = ";"
+ARCH_LIST_JOIN = ","  # shell-safe in scripts and tests; rocm-env.sh passes it on as the ";" list compilers take
 # a capability's values from least to most: a set has the least of its members'
 _RANK = {"no": 0, "experimental": 1, "yes": 2}
+# the prebuilt keys of AMD's per-GPU device wheels (prebuilt.py: <artifact>_url): a package that is not per target
+# but reads one merges that GPU's device code into a package the set's other GPUs would get
+DEVICE_URL_SUFFIX = "_device_url"
 _REQUIREMENT_SECTIONS = ("build", "host", "run", "run_constraints")
 _EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 _PIN_SUBPACKAGE = re.compile(r"""^\$\{\{\s*pin_subpackage\((.+?)(?:,\s*exact\s*=\s*True)?\s*\)\s*\}\}$""")
 _ARCH_LIST = "${{ " + ARCH_LIST_KEY + " }}"
+# flash-attn's and aiter's GPU_ARCHS, read at run time too (aiter's JIT), is split at ";"
+_SEMICOLON_LIST = "${{ " + ARCH_LIST_KEY + ' | replace(",", ";") }}'
+_GPU_ARCH = re.compile(r"\$\{\{\s*gpu_arch\s*\}\}")
 _NAME = re.compile(r"(?:\$\{\{.*?\}\}|[^\s])*", re.S)
 _AMDGPU_ARCH = re.compile(r"^__amdgpu_arch\s*==\$\{\{\s*amdgpu_isa\s*\}\}$")
 
@@ -146,16 +152,29 @@ def _expand_requirements(node: Any, arch_set: ArchSet, version: str) -> None:
         version = str(((node.get("package") or {}).get("version")) or version)
         for key, value in node.items():
             if key == "env" and isinstance(value, dict):  # GPU_ARCH: ${{ gpu_arch }} -> the list the build compiles for
-                node[key] = {k: _ARCH_LIST if str(v).replace(" ", "") == "${{gpu_arch}}" else v for k, v in value.items()}
+                node[key] = {k: (_SEMICOLON_LIST if k == "GPU_ARCHS" else _ARCH_LIST) if _GPU_ARCH.fullmatch(str(v).strip())
+                             else v for k, v in value.items()}
             elif key == "requirements" and isinstance(value, dict):
                 for section in _REQUIREMENT_SECTIONS:
                     if isinstance(value.get(section), list):
                         value[section] = _expand_list(value[section], arch_set, version)
             else:
                 _expand_requirements(value, arch_set, version)
+                if key == "tests":  # what a test compares the build with (--expect-arch, the files it wrote): the list
+                    node[key] = _with_list(node[key])
     elif isinstance(node, list):
         for item in node:
             _expand_requirements(item, arch_set, version)
+
+
+def _with_list(node: Any) -> Any:
+    if isinstance(node, str):
+        return _GPU_ARCH.sub(_ARCH_LIST, node)
+    if isinstance(node, list):
+        return [_with_list(item) for item in node]
+    if isinstance(node, dict):
+        return {key: _with_list(value) for key, value in node.items()}
+    return node
 
 
 def expand_for_set(stage0: dict, arch_set: ArchSet) -> dict:
@@ -172,6 +191,21 @@ def expand_for_set(stage0: dict, arch_set: ArchSet) -> dict:
 def is_per_target(name: str, arch_set: ArchSet) -> bool:
     """Whether a rendered package belongs to one target (its name carries the set's token): left to the members."""
     return arch_set.name in name
+
+
+def members_of(name: str) -> list[str]:
+    """The architectures of a set's name (multi_gfx942_gfx950), [] for one architecture's."""
+    prefix, *members = name.split("_")
+    return members if prefix == SET_PREFIX and len(members) > 1 else []
+
+
+def plan_inputs(options, table: ArchitectureTable, names: list[str]):
+    """What `plan --one-environment` plans from: the set's row, its variant choice and its packages."""
+    from .recipes import VariantChoice
+
+    pair = arch_set(table, names)
+    config = set_config(options, table, pair)
+    return pair.architecture(), VariantChoice(config, None, None, config.to_dict()), render_set(options, table, pair, config)
 
 
 def set_config(options, table: ArchitectureTable, arch_set: ArchSet):
@@ -195,13 +229,13 @@ def set_config(options, table: ArchitectureTable, arch_set: ArchSet):
     return config.merge(VariantConfig.from_yaml(f"flash_attn_backend: {json.dumps(backends)}"))
 
 
-def render_set(options, table: ArchitectureTable, arch_set: ArchSet) -> list:
+def render_set(options, table: ArchitectureTable, arch_set: ArchSet, config=None) -> list:
     """Every package one environment for the set needs: each recipe rendered once for the set (fat builds naming
     the set), and each member's per-target packages (its device packages) from the member's own render."""
     from .pypi_table import RECIPE_FOLDER as PYPI_FOLDER
     from .recipes import discover, load_recipe_yaml, render_all, render_recipe, variant_config
 
-    config = set_config(options, table, arch_set)
+    config = config or set_config(options, table, arch_set)
     typed = config.to_dict()
     row = arch_set.architecture()
     outputs = []
@@ -209,11 +243,19 @@ def render_set(options, table: ArchitectureTable, arch_set: ArchSet) -> list:
         if recipe_path.parent.name == PYPI_FOLDER:  # arch-neutral PyPI repacks: taken from the first member's render
             continue
         stage0 = expand_for_set(load_recipe_yaml(recipe_path), arch_set)
-        outputs += [o for o in render_recipe(recipe_path, config, typed, row, options, stage0) if not is_per_target(o.name, arch_set)]
+        for output in render_recipe(recipe_path, config, typed, row, options, stage0):
+            merged = sorted(k for k in output.variant if k.endswith(DEVICE_URL_SUFFIX))
+            if merged and not output.skipped:  # one target's device wheel merged in: wrong on the other GPUs
+                output.skip_reasons = [f"{output.name} merges one GPU's device wheel ({merged[0]}), and AMD's wheels "
+                                       "give no package per GPU for it yet: for several GPUs build it from source "
+                                       "(--variant pytorch_from=source), or make one environment per GPU"]
+            outputs += [] if is_per_target(output.name, arch_set) else [output]
     seen = {(o.name, o.build_string) for o in outputs}
     for index, member in enumerate(arch_set.members):
         own = {member.name, member.torch_device_family} - {""}
-        for output in render_all(options, variant_config(options, table, member), member):
+        member_config = variant_config(options, table, member)
+        for output in render_all(options, member_config, member):
+            output.config = member_config  # built as the member's own plan builds it: the same package, the same hash
             mine = any(token in output.name for token in own) or (index == 0 and output.recipe_name == PYPI_FOLDER)
             if mine and (output.name, output.build_string) not in seen:  # a family's package: once, for its first member
                 seen.add((output.name, output.build_string))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 
 import pytest
 from rattler import Platform, VirtualPackage, VirtualPackageOverrides, solve
@@ -41,7 +42,7 @@ def test_a_set_has_what_every_member_has_and_says_why_not(rendered):
         assert cap.value == expected, name
         lacking = [m.capabilities[name].why for m in (a, b) if m.capabilities[name].value != "yes"]
         assert all(why in cap.why for why in lacking if why), name
-    assert pair.variant_keys()[ARCH_LIST_KEY] == ["gfx942;gfx950"]  # PYTORCH_ROCM_ARCH's and GPU_ARCHS' form
+    assert pair.variant_keys()[ARCH_LIST_KEY] == ["gfx942,gfx950"]  # rocm-env.sh: PYTORCH_ROCM_ARCH=gfx942;gfx950
     with pytest.raises(Exception, match="at least two architectures"):
         arch_set(TABLE, ["gfx942"])
 
@@ -65,8 +66,10 @@ def test_the_stack_for_a_set_requires_each_targets_device_packages_and_either_gp
     # one fat build: the compiled packages' scripts get the list (rocm-env.sh: PYTORCH_ROCM_ARCH, GPU_ARCHS)
     for name in ("vllm", "aiter", "composable-kernel"):
         [compiled] = by_name[name]
-        assert compiled.rendered["build"]["script"]["env"]["GPU_ARCH"] == "gfx942;gfx950", name
+        assert compiled.rendered["build"]["script"]["env"]["GPU_ARCH"] == "gfx942,gfx950", name
         assert {"rocm-sdk-device-gfx942", "rocm-sdk-device-gfx950"} <= compiled.requires, name
+    [aiter] = by_name["aiter"]  # its test's GPU_ARCHS, which aiter's JIT splits at ";"
+    assert [t["script"]["env"]["GPU_ARCHS"] for t in aiter.rendered["tests"] if "env" in t.get("script", {})] == ["gfx942;gfx950"]
     for o in outputs:  # what a GPU of either target may install beside the other's device code
         constraints = [str(c) for c in (o.rendered.get("requirements") or {}).get("run_constraints") or []]
         assert not [c for c in constraints if c.startswith("__amdgpu_arch ==") and "|" not in c], o.label
@@ -109,3 +112,38 @@ def test_rocm_stack_for_the_set_solves_on_a_machine_with_either_gpu(rendered, tm
     assert {"rocm-sdk-device-gfx942", "rocm-sdk-device-gfx950", "amd-torch-device-gfx942", "amd-torch-device-gfx950",
             "pytorch-base"} <= set(records)
     assert "_multi_gfx942_gfx950_" in str(records["pytorch"].build) and "_multi_gfx942_gfx950_" in str(records["vllm"].build)
+
+
+def test_build_all_for_one_environment_builds_the_set_once_and_it_installs_on_either_gpu(orchestrate, workspace,
+                                                                                           tmp_path, monkeypatch):
+    """The test graph built for gfx942,gfx1151 as one set: every package once, named by the set, then installed with
+    py-rattler into one environment on a machine with either GPU, no file claimed by two packages."""
+    from rattler import install
+
+    result = orchestrate("build-all", "--arch", "gfx1151,gfx942", "--one-environment")
+    assert result.code == 0, result.err
+    assert "building rocm-sdk-7.14.0-multi_gfx942_gfx1151_" in result.out and "10 built" in result.out
+    built = sorted(p.name for p in (workspace / "channel").glob("*/*.conda"))
+    per_arch = [name for name in built if "gfx" in name]
+    assert per_arch and all("multi_gfx942_gfx1151_" in name for name in per_arch), built
+    names = sorted({name.rsplit("-", 2)[0] for name in built})
+    monkeypatch.setenv("CONDA_OVERRIDE_AMDGPU", "0")
+    for isa, env in (("9.4.2", "mi300"), ("11.5.1", "strix"), ("10.3.0", None)):
+        monkeypatch.setenv("CONDA_OVERRIDE_AMDGPU_ARCH", isa)
+        virtual = [v.into_generic() for v in VirtualPackage.detect(VirtualPackageOverrides.from_env())]
+        solving = solve([(workspace / "channel").as_uri()], names, platforms=[Platform("linux-64"), Platform("noarch")],
+                        virtual_packages=virtual)
+        if env is None:  # a machine with neither GPU: the set is refused, not installed
+            with pytest.raises(Exception, match="__amdgpu_arch"):
+                asyncio.run(solving)
+            continue
+        records = asyncio.run(solving)
+        asyncio.run(install(records, target_prefix=tmp_path / env, cache_dir=tmp_path / "pkgs"))
+        owners: dict[str, list[str]] = {}
+        for meta in (tmp_path / env / "conda-meta").glob("*.json"):
+            record = json.loads(meta.read_text())
+            for path in record["files"]:
+                owners.setdefault(path, []).append(record["name"])
+        assert not {path: owned for path, owned in owners.items() if len(owned) > 1}
+        # one build of each compiled package, for both GPUs: the list its build script got
+        assert (tmp_path / env / "share/pytorch/built-for").read_text().strip() == "gfx942,gfx1151"

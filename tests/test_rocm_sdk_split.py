@@ -261,7 +261,7 @@ def test_rocm_env_stops_on_a_build_env_without_conda_gcc_or_sysroot(installed, t
     assert line.startswith("hip-toolchain.sh: " + says) and "requirements.build" in line
 
 
-@pytest.mark.parametrize("targets", ["gfx1100", "gfx1151;gfx1100"])  # one target, or a set's list (one environment, two GPUs)
+@pytest.mark.parametrize("targets", ["gfx1100", "gfx1151,gfx1100"])  # one target, or a set's list (one environment, two GPUs)
 def test_rocm_env_names_the_missing_device_package(installed, targets):
     script = f'export PREFIX="{installed}" GPU_ARCH="{targets}"; source "{REPO}/recipes/_shared/rocm-env.sh"'
     result = subprocess.run(["bash", "-c", script], capture_output=True, text=True)

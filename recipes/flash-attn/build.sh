@@ -6,8 +6,8 @@ source "$RECIPE_DIR/../_shared/build-knobs.sh"
 
 export BUILD_TARGET=rocm
 export FLASH_ATTENTION_FORCE_BUILD=TRUE
-# a local version takes letters, digits and ".": several targets (gfx942;gfx950) are joined by "."
-export FLASH_ATTN_LOCAL_VERSION="$FLASH_ATTN_BACKEND.${GPU_ARCH//;/.}"
+# a local version takes letters, digits and ".": several targets (gfx942,gfx950) are joined by "."
+export FLASH_ATTN_LOCAL_VERSION="$FLASH_ATTN_BACKEND.${GPU_ARCH//,/.}"
 
 case "$FLASH_ATTN_BACKEND" in
     ck)
