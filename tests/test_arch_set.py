@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
+import shutil
+from pathlib import Path
 
 import pytest
 from rattler import Platform, VirtualPackage, VirtualPackageOverrides, solve
@@ -114,25 +117,66 @@ def test_rocm_stack_for_the_set_solves_on_a_machine_with_either_gpu(rendered, tm
     assert "_multi_gfx942_gfx950_" in str(records["pytorch"].build) and "_multi_gfx942_gfx950_" in str(records["vllm"].build)
 
 
+DEVICE_RECIPE = """\
+# a target's device code, named by its target like rocm-sdk-device-<gfx>: one file of its own
+package:
+  name: rocm-sdk-device-${{ gpu_arch }}
+  version: "7.14.0"
+build:
+  string: ${{ gpu_arch }}_h${{ hash }}_${{ build_number }}
+  script:
+    env:
+      GPU_ARCH: ${{ gpu_arch }}
+    content:
+      - mkdir -p $PREFIX/share/rocm-sdk-device && echo "$GPU_ARCH" > $PREFIX/share/rocm-sdk-device/$GPU_ARCH
+requirements:
+  run: [rocm-sdk]
+tests:
+  - package_contents:
+      files:
+        - share/rocm-sdk-device/${{ gpu_arch }}
+"""
+
+
+def add_stack_and_device_recipes(workspace: Path) -> None:
+    """The real rocm-stack recipe in the test graph (as tests/test_orchestrate_build.py puts it there, its SDK device
+    requirement kept), and a per-target device package for it to require."""
+    (workspace / "recipes/rocm-sdk-device").mkdir()
+    (workspace / "recipes/rocm-sdk-device/recipe.yaml").write_text(DEVICE_RECIPE)
+    stack = (REPO / "recipes/rocm-stack/recipe.yaml").read_text()
+    stack = (stack.replace("${{ torch_version }}", "2.13.0").replace("${{ rocm_sdk_version }}", "7.14.0")
+             .replace("${{ torch_builds }}", "${{ gpu_arch }}_*").replace("${{ vllm_version }}", "0.11.0")
+             .replace("${{ flash_attn_version }}", "2.8.3").replace("context:\n", "context:\n  test_graph: true\n"))
+    stack = "".join(line for line in stack.splitlines(True) if not re.match(
+        r"\s*(- torch(vision|audio)|- pytorch-rocm |(prebuilt|torch_version|vision_version|audio_version|torch_builds):)", line))
+    (workspace / "recipes/rocm-stack").mkdir()
+    (workspace / "recipes/rocm-stack/recipe.yaml").write_text(stack)
+    shutil.copy(REPO / "LICENSE", workspace)
+
+
 def test_build_all_for_one_environment_builds_the_set_once_and_it_installs_on_either_gpu(orchestrate, workspace,
                                                                                            tmp_path, monkeypatch):
-    """The test graph built for gfx942,gfx1151 as one set: every package once, named by the set, then installed with
-    py-rattler into one environment on a machine with either GPU, no file claimed by two packages."""
+    """The test graph with rocm-stack built for gfx942,gfx1151 as one set: every compiled package once, named by the
+    set, each GPU's device package beside the other's; py-rattler installs rocm-stack on a machine with either GPU,
+    no file claimed by two packages, and refuses it on a machine with neither."""
     from rattler import install
 
+    add_stack_and_device_recipes(workspace)
     result = orchestrate("build-all", "--arch", "gfx1151,gfx942", "--one-environment")
     assert result.code == 0, result.err
-    assert "building rocm-sdk-7.14.0-multi_gfx942_gfx1151_" in result.out and "10 built" in result.out
     built = sorted(p.name for p in (workspace / "channel").glob("*/*.conda"))
-    per_arch = [name for name in built if "gfx" in name]
-    assert per_arch and all("multi_gfx942_gfx1151_" in name for name in per_arch), built
-    names = sorted({name.rsplit("-", 2)[0] for name in built})
+    assert {"rocm-sdk-device-gfx942", "rocm-sdk-device-gfx1151"} <= {name.rsplit("-", 2)[0] for name in built}, built
+    shared = [name for name in built if "gfx" in name and not name.startswith("rocm-sdk-device-")]
+    assert "rocm-stack-2.13.0-multi_gfx942_gfx1151_" in " ".join(shared)
+    assert all("multi_gfx942_gfx1151_" in name for name in shared), shared
+    manifest = orchestrate("consumer-manifest", "--channel", str(workspace / "channel"), "--print")
+    assert 'amdgpu = "gfx942"' in manifest.out and 'amdgpu = "gfx1151"' in manifest.out  # a pixi platform for each
     monkeypatch.setenv("CONDA_OVERRIDE_AMDGPU", "0")
     for isa, env in (("9.4.2", "mi300"), ("11.5.1", "strix"), ("10.3.0", None)):
         monkeypatch.setenv("CONDA_OVERRIDE_AMDGPU_ARCH", isa)
         virtual = [v.into_generic() for v in VirtualPackage.detect(VirtualPackageOverrides.from_env())]
-        solving = solve([(workspace / "channel").as_uri()], names, platforms=[Platform("linux-64"), Platform("noarch")],
-                        virtual_packages=virtual)
+        solving = solve([(workspace / "channel").as_uri()], ["rocm-stack"],
+                        platforms=[Platform("linux-64"), Platform("noarch")], virtual_packages=virtual)
         if env is None:  # a machine with neither GPU: the set is refused, not installed
             with pytest.raises(Exception, match="__amdgpu_arch"):
                 asyncio.run(solving)
@@ -145,5 +189,9 @@ def test_build_all_for_one_environment_builds_the_set_once_and_it_installs_on_ei
             for path in record["files"]:
                 owners.setdefault(path, []).append(record["name"])
         assert not {path: owned for path, owned in owners.items() if len(owned) > 1}
+        assert owners["share/rocm-sdk-device/gfx942"] == ["rocm-sdk-device-gfx942"]
+        assert owners["share/rocm-sdk-device/gfx1151"] == ["rocm-sdk-device-gfx1151"]
         # one build of each compiled package, for both GPUs: the list its build script got
         assert (tmp_path / env / "share/pytorch/built-for").read_text().strip() == "gfx942,gfx1151"
+        stack = json.loads((tmp_path / env / "share/rocm-stack/stack.json").read_text())
+        assert stack == {"gpu_arch": "gfx942,gfx1151", "amdgpu_isa": "9.4.2|11.5.1"}

@@ -143,9 +143,10 @@ def served_by(url: str, config: dict, table) -> tuple[list[str], str]:
     except (UserError, OSError) as exc:
         return [], f"its index could not be read: {' '.join(str(exc).split())[:200]}"
     records = {**(index.get("packages") or {}), **(index.get("packages.conda") or {})}
-    isas = {dep.split("==", 1)[1].strip() for record in records.values() if isinstance(record, dict)
+    isas = {isa.strip().removeprefix("==") for record in records.values() if isinstance(record, dict)
             and record.get("name") == "rocm-stack" for dep in record.get("depends") or []
-            if isinstance(dep, str) and dep.startswith("__amdgpu_arch ==")}
+            if isinstance(dep, str) and dep.startswith("__amdgpu_arch ==")
+            for isa in dep.split(" ", 1)[1].split("|")}  # a build for several GPUs (arch_set): ==9.4.2|==9.5.0
     names = {(table.by_isa(isa).name if table and table.by_isa(isa) else gfx_name_from_isa(isa)) for isa in isas} - {""}
     order = table.names() if table else []
     names = sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
