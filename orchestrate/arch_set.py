@@ -73,7 +73,9 @@ class ArchSet:
         return Architecture(
             name=self.name, product=" + ".join(m.product for m in self.members),
             isa="|".join(m.isa for m in self.members), torch_device_family="",
-            aotriton_image_family="", capabilities=caps,
+            # aotriton builds a kernel image folder per target (AOTRITON_TARGET_ARCH takes the list); what a recipe test
+            # looks for is the first member's
+            aotriton_image_family=first.aotriton_image_family or first.name, capabilities=caps,
             opt_ins={flag: why for flag, why in first.opt_ins.items() if all(flag in m.opt_ins for m in self.members)},
             apu=any(m.apu for m in self.members), prebuilt_torch=prebuilt,
             flash_attn_preference=first.flash_attn_preference)

@@ -195,3 +195,15 @@ def test_build_all_for_one_environment_builds_the_set_once_and_it_installs_on_ei
         assert (tmp_path / env / "share/pytorch/built-for").read_text().strip() == "gfx942,gfx1151"
         stack = json.loads((tmp_path / env / "share/rocm-stack/stack.json").read_text())
         assert stack == {"gpu_arch": "gfx942,gfx1151", "amdgpu_isa": "9.4.2|11.5.1"}
+
+
+def test_plan_for_one_environment_is_one_plan_for_the_set_and_a_wrong_set_is_one_line(orchestrate):
+    result = orchestrate("plan", "--arch", "gfx1151,gfx942", "--one-environment")
+    assert result.code == 0, result.err
+    assert re.findall(r"^Plan for (\S+) ", result.out, re.M) == ["multi_gfx942_gfx1151"]
+    alone = orchestrate("plan", "--arch", "gfx942", "--one-environment")
+    assert alone.code == 2 and alone.err.strip().splitlines() == [
+        "error: one environment for several GPUs needs at least two architectures (got gfx942): pass e.g. "
+        "--arch gfx942,gfx950"]
+    typo = orchestrate("plan", "--arch", "gfx942,gfx9500", "--one-environment")
+    assert typo.code == 2 and typo.err.startswith("error: unknown architecture 'gfx9500' (did you mean gfx950?)")
