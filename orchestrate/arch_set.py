@@ -34,15 +34,13 @@ ARCH_LIST_KEY = "gpu_arch_list"
 ARCH_LIST_JOIN = ","  # shell-safe in scripts and tests; rocm-env.sh passes it on as the ";" list compilers take
 # a capability's values from least to most: a set has the least of its members'
 _RANK = {"no": 0, "experimental": 1, "yes": 2}
-# the prebuilt keys of AMD's per-GPU device wheels (prebuilt.py: <artifact>_url): a package that is not per target
-# but reads one merges that GPU's device code into a package the set's other GPUs would get
-DEVICE_URL_SUFFIX = "_device_url"
 _REQUIREMENT_SECTIONS = ("build", "host", "run", "run_constraints")
 _EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 _PIN_SUBPACKAGE = re.compile(r"""^\$\{\{\s*pin_subpackage\((.+?)(?:,\s*exact\s*=\s*True)?\s*\)\s*\}\}$""")
 _ARCH_LIST = "${{ " + ARCH_LIST_KEY + " }}"
 # flash-attn's and aiter's GPU_ARCHS, read at run time too (aiter's JIT), is split at ";"
 _SEMICOLON_LIST = "${{ " + ARCH_LIST_KEY + ' | replace(",", ";") }}'
+_DEVICE_URL = re.compile(r"\$\{\{\s*(\w+_device)_url\s*\}\}")
 _GPU_ARCH = re.compile(r"\$\{\{\s*gpu_arch\s*\}\}")
 _NAME = re.compile(r"(?:\$\{\{.*?\}\}|[^\s])*", re.S)
 _AMDGPU_ARCH = re.compile(r"^__amdgpu_arch\s*==\$\{\{\s*amdgpu_isa\s*\}\}$")
@@ -155,7 +153,7 @@ def _expand_requirements(node: Any, arch_set: ArchSet, version: str) -> None:
         for key, value in node.items():
             if key == "env" and isinstance(value, dict):  # GPU_ARCH: ${{ gpu_arch }} -> the list the build compiles for
                 node[key] = {k: (_SEMICOLON_LIST if k == "GPU_ARCHS" else _ARCH_LIST) if _GPU_ARCH.fullmatch(str(v).strip())
-                             else v for k, v in value.items()}
+                             else _each_member_word(v, arch_set) for k, v in value.items()}
             elif key == "requirements" and isinstance(value, dict):
                 for section in _REQUIREMENT_SECTIONS:
                     if isinstance(value.get(section), list):
@@ -167,6 +165,44 @@ def _expand_requirements(node: Any, arch_set: ArchSet, version: str) -> None:
     elif isinstance(node, list):
         for item in node:
             _expand_requirements(item, arch_set, version)
+
+
+def _each_member_word(value: Any, arch_set: ArchSet) -> Any:
+    """An env value's words that name a per-target package (SATISFIED_BY: rocm-sdk-device-${{ gpu_arch }}), one per
+    member."""
+    if not isinstance(value, str) or not _GPU_ARCH.search(value):
+        return value
+    words = []
+    for word in re.findall(r"(?:\$\{\{.*?\}\}|\S)+", value):
+        words += [_for_member(word, m) for m in arch_set.members] if _GPU_ARCH.search(word) else [word]
+    return " ".join(words)
+
+
+def _each_member_device_wheel(output: dict, arch_set: ArchSet) -> None:
+    """A package that merges AMD's per-GPU device wheel (torchvision: `${{ torchvision_device_url }}`) gets every
+    member's, downloaded under its own name and installed by the same script (set_config adds the members' keys)."""
+    sources = output.get("source")
+    if not isinstance(sources, list):
+        return
+    renamed: dict[str, list[str]] = {}
+    expanded = []
+    for source in sources:
+        found = _DEVICE_URL.fullmatch(str(source.get("url", "")).strip()) if isinstance(source, dict) else None
+        if not found:
+            expanded.append(source)
+            continue
+        key, name = found.group(1), str(source.get("file_name") or "")
+        stem, dot, suffix = name.rpartition(".")
+        for member in arch_set.members:
+            file_name = f"{stem}-{member.name}{dot}{suffix}" if dot else f"{name}-{member.name}"
+            renamed.setdefault(name, []).append(file_name)
+            expanded.append({**source, "url": "${{ " + f"{key}_url_{member.name}" + " }}",
+                             "sha256": "${{ " + f"{key}_sha256_{member.name}" + " }}", "file_name": file_name})
+    output["source"] = expanded
+    script = (output.get("build") or {}).get("script")
+    if renamed and isinstance(script, dict) and isinstance(script.get("content"), str):
+        for name, names in renamed.items():
+            script["content"] = re.sub(rf"(?<!\S){re.escape(name)}(?!\S)", " ".join(names), script["content"])
 
 
 def _with_list(node: Any) -> Any:
@@ -185,6 +221,8 @@ def expand_for_set(stage0: dict, arch_set: ArchSet) -> dict:
     data = copy.deepcopy(stage0)
     if isinstance(data.get("outputs"), list):
         data["outputs"] = [o for o in data["outputs"] if not _mentions_arch(str((o.get("package") or {}).get("name") or ""))]
+        for output in data["outputs"]:
+            _each_member_device_wheel(output, arch_set)
     version = str((data.get("recipe") or {}).get("version") or (data.get("package") or {}).get("version") or "")
     _expand_requirements(data, arch_set, version)
     return data
@@ -223,6 +261,9 @@ def set_config(options, table: ArchitectureTable, arch_set: ArchSet):
 
     choices = [variant_choice(options, table, member) for member in arch_set.members]
     keys: dict[str, Any] = {key: value[0] for key, value in arch_set.variant_keys().items() if len(value) == 1}
+    for member, choice in zip(arch_set.members, choices):  # each GPU's device wheels, for _each_member_device_wheel
+        keys.update({f"{key}_{member.name}": value[0] if isinstance(value, list) else value
+                     for key, value in choice.values.items() if key.endswith(("_device_url", "_device_sha256"))})
     froms = {c.pytorch.value for c in choices if c.pytorch is not None}
     if froms:
         keys[PYTORCH_FROM] = "prebuilt" if froms == {"prebuilt"} else "source"
@@ -246,11 +287,6 @@ def render_set(options, table: ArchitectureTable, arch_set: ArchSet, config=None
             continue
         stage0 = expand_for_set(load_recipe_yaml(recipe_path), arch_set)
         for output in render_recipe(recipe_path, config, typed, row, options, stage0):
-            merged = sorted(k for k in output.variant if k.endswith(DEVICE_URL_SUFFIX))
-            if merged and not output.skipped:  # one target's device wheel merged in: wrong on the other GPUs
-                output.skip_reasons = [f"{output.name} merges one GPU's device wheel ({merged[0]}), and AMD's wheels "
-                                       "give no package per GPU for it yet: for several GPUs build it from source "
-                                       "(--variant pytorch_from=source), or make one environment per GPU"]
             outputs += [] if is_per_target(output.name, arch_set) else [output]
     seen = {(o.name, o.build_string) for o in outputs}
     for index, member in enumerate(arch_set.members):

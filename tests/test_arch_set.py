@@ -61,6 +61,11 @@ def test_the_stack_for_a_set_requires_each_targets_device_packages_and_either_gp
     assert "__amdgpu_arch ==9.4.2|==9.5.0" in run
     assert {"rocm-sdk-device-gfx942 10.1.0.*", "rocm-sdk-device-gfx950 10.1.0.*"} <= set(run)
     assert any(r.startswith("pytorch ") and r.endswith("rocm101_multi_gfx942_gfx950_*") for r in run)
+    [vision] = by_name["torchvision"]  # AMD's torchvision merges its device wheel: every member's, in one package
+    device_wheels = [s["file_name"] for s in vision.rendered["source"] if "device" in s["file_name"]]
+    assert device_wheels == ["torchvision-device-gfx942.whl", "torchvision-device-gfx950.whl"]
+    assert vision.rendered["build"]["script"]["content"].endswith(" ".join(["torchvision.whl", *device_wheels]))
+    assert "rocm-sdk-device-gfx942 rocm-sdk-device-gfx950" in vision.rendered["build"]["script"]["env"]["SATISFIED_BY"]
     [torch] = by_name["pytorch"]  # AMD's wheels: pytorch-base once, each target's device package
     assert {"amd-torch-device-gfx942", "amd-torch-device-gfx950", "pytorch-base"} <= torch.requires
     # no package is built for the set that belongs to one target: each member's own render builds those, once
