@@ -196,8 +196,8 @@ def _each_member_device_wheel(output: dict, arch_set: ArchSet) -> None:
         for member in arch_set.members:
             file_name = f"{stem}-{member.name}{dot}{suffix}" if dot else f"{name}-{member.name}"
             renamed.setdefault(name, []).append(file_name)
-            expanded.append({**source, "url": "${{ " + f"{key}_url_{member.name}" + " }}",
-                             "sha256": "${{ " + f"{key}_sha256_{member.name}" + " }}", "file_name": file_name})
+            expanded.append({**source, "url": "${{ " + f"{key}_{member.name}_url" + " }}",
+                             "sha256": "${{ " + f"{key}_{member.name}_sha256" + " }}", "file_name": file_name})
     output["source"] = expanded
     script = (output.get("build") or {}).get("script")
     if renamed and isinstance(script, dict) and isinstance(script.get("content"), str):
@@ -241,11 +241,14 @@ def members_of(name: str) -> list[str]:
 
 def plan_inputs(options, table: ArchitectureTable, names: list[str]):
     """What `plan --one-environment` plans from: the set's row, its variant choice and its packages."""
+    from .prebuilt import Prebuilt
     from .recipes import VariantChoice
 
     pair = arch_set(table, names)
     config = set_config(options, table, pair)
-    return pair.architecture(), VariantChoice(config, None, None, config.to_dict()), render_set(options, table, pair, config)
+    # AMD's artifacts as the members' plans see them: build-all locks an incomplete lock first, plan names their origin
+    choice = VariantChoice(config, None, Prebuilt.load(options.variants_dir), config.to_dict())
+    return pair.architecture(), choice, render_set(options, table, pair, config)
 
 
 def set_config(options, table: ArchitectureTable, arch_set: ArchSet):
@@ -261,9 +264,11 @@ def set_config(options, table: ArchitectureTable, arch_set: ArchSet):
 
     choices = [variant_choice(options, table, member) for member in arch_set.members]
     keys: dict[str, Any] = {key: value[0] for key, value in arch_set.variant_keys().items() if len(value) == 1}
-    for member, choice in zip(arch_set.members, choices):  # each GPU's device wheels, for _each_member_device_wheel
-        keys.update({f"{key}_{member.name}": value[0] if isinstance(value, list) else value
-                     for key, value in choice.values.items() if key.endswith(("_device_url", "_device_sha256"))})
+    for member, choice in zip(arch_set.members, choices):  # each GPU's device wheels, for _each_member_device_wheel:
+        for key, value in choice.values.items():  # torchvision_device_gfx942_url, _sha256 (an empty one: not locked)
+            for suffix in ("_url", "_sha256"):
+                if key.endswith("_device" + suffix):
+                    keys[f"{key[:-len(suffix)]}_{member.name}{suffix}"] = value[0] if isinstance(value, list) else value
     froms = {c.pytorch.value for c in choices if c.pytorch is not None}
     if froms:
         keys[PYTORCH_FROM] = "prebuilt" if froms == {"prebuilt"} else "source"

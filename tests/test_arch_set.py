@@ -17,6 +17,7 @@ from orchestrate.arch_set import ARCH_LIST_KEY, arch_set, render_set
 from orchestrate.architectures import ArchitectureTable
 from orchestrate.options import Options
 from orchestrate.resolve import write_plan_channel
+from orchestrate.runner import unlocked_urls
 from conftest import REPO
 
 TABLE = ArchitectureTable.load(REPO / "variants")
@@ -66,6 +67,8 @@ def test_the_stack_for_a_set_requires_each_targets_device_packages_and_either_gp
     assert device_wheels == ["torchvision-device-gfx942.whl", "torchvision-device-gfx950.whl"]
     assert vision.rendered["build"]["script"]["content"].endswith(" ".join(["torchvision.whl", *device_wheels]))
     assert "rocm-sdk-device-gfx942 rocm-sdk-device-gfx950" in vision.rendered["build"]["script"]["env"]["SATISFIED_BY"]
+    for source in vision.rendered["source"]:  # each is locked, or known unlocked: never downloaded unchecked
+        assert source["sha256"] != "0" * 64 or source["url"] in unlocked_urls(vision), source
     [torch] = by_name["pytorch"]  # AMD's wheels: pytorch-base once, each target's device package
     assert {"amd-torch-device-gfx942", "amd-torch-device-gfx950", "pytorch-base"} <= torch.requires
     # no package is built for the set that belongs to one target: each member's own render builds those, once
