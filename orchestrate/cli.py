@@ -107,6 +107,7 @@ def make_parser() -> argparse.ArgumentParser:
     build = sub.add_parser("build", help="build packages and whatever they need")
     _common(build, build=True)
     build.add_argument("packages", nargs="+", metavar="PKG", help="the packages to build, with what they need")
+    _one_environment(build)
     fetch = sub.add_parser("fetch", help="download and verify every source, check every patch; build nothing")
     _common(fetch)
     fetch.add_argument("--all-archs", action="store_true", help="the sources of every architecture in the table")
@@ -179,9 +180,7 @@ def _make_plan(args, options: Options) -> runner.Plan:
     if args.command == "build-all" or (args.command == "plan" and getattr(args, "everything", False)):
         return runner.make_plan(options, None, also=packages, everything=getattr(args, "everything", False),
                                 one_environment=together)
-    if together:
-        return runner.make_plan(options, None, also=packages, one_environment=together)
-    return runner.make_plan(options, packages)
+    return runner.make_plan(options, packages, one_environment=together)
 
 
 # A row's reason may end in a command for the user; the command goes on its own line under the table.
