@@ -12,12 +12,14 @@ A *set* of architectures is rendered as one more architecture:
 - `gpu_arch_list` (`gfx942,gfx950`) is the list its scripts get as GPU_ARCH; recipes/_shared/rocm-env.sh passes it on
   as the ";" list compilers take (PYTORCH_ROCM_ARCH, GPU_ARCHS for flash-attn's and aiter's --offload-arch, CMake's).
 
-A recipe is rendered for a set from an expanded copy of its stage-0 recipe: a script's `GPU_ARCH: ${{ gpu_arch }}` becomes
-the list (recipes/_shared/rocm-env.sh passes it on as PYTORCH_ROCM_ARCH, GPU_ARCHS, AMDGPU_TARGETS), every requirement whose package name is
-per target (`rocm-sdk-device-${{ gpu_arch }}`, `"amd-torch-device-" ~ gpu_arch`) becomes one requirement per member
-(rattler-build cannot expand a list-valued variant into several requirements: "Invalid match spec"), `__amdgpu_arch
-==${{ amdgpu_isa }}` becomes the set's OR, and an output that *is* a per-target package (`amd-torch-device-${{ gpu_arch
-}}`) is left out: each member's own render builds it, and the members' packages install side by side.
+A recipe is rendered for a set from an expanded copy of its stage-0 recipe (expand_for_set):
+- a script's `GPU_ARCH: ${{ gpu_arch }}` becomes the list, and so does `${{ gpu_arch }}` in its tests;
+- every requirement whose package name is per target (`rocm-sdk-device-${{ gpu_arch }}`, `"amd-torch-device-" ~
+  gpu_arch`) becomes one requirement per member (rattler-build cannot expand a list-valued variant into several
+  requirements: "Invalid match spec"), and `__amdgpu_arch ==${{ amdgpu_isa }}` becomes the set's OR;
+- an output that *is* a per-target package (`amd-torch-device-${{ gpu_arch }}`) is left out: each member's own render
+  builds it (render_set), and the members' packages install side by side;
+- a package that merges AMD's per-GPU device wheel (prebuilt torchvision) installs every member's.
 """
 from __future__ import annotations
 
@@ -90,8 +92,8 @@ def arch_set(table: ArchitectureTable, names: list[str]) -> ArchSet:
     GPUs are the same package whoever lists them and in whatever order."""
     members = [table.get(name) for name in names]
     if len(members) < 2:
-        raise UserError(f"one environment for several GPUs needs at least two architectures (got {', '.join(names) or 'none'}): "
-                        "pass e.g. --arch gfx942,gfx950")
+        raise UserError("one environment for several GPUs needs at least two architectures "
+                        f"(got {', '.join(names) or 'none'}): pass e.g. --arch gfx942,gfx950")
     order = table.names()
     return ArchSet(tuple(sorted(members, key=lambda m: order.index(m.name))))
 
@@ -291,8 +293,13 @@ def render_set(options, table: ArchitectureTable, arch_set: ArchSet, config=None
         if recipe_path.parent.name == PYPI_FOLDER:  # arch-neutral PyPI repacks: taken from the first member's render
             continue
         stage0 = expand_for_set(load_recipe_yaml(recipe_path), arch_set)
-        for output in render_recipe(recipe_path, config, typed, row, options, stage0):
-            outputs += [] if is_per_target(output.name, arch_set) else [output]
+        try:
+            rendered = render_recipe(recipe_path, config, typed, row, options, stage0)
+        except UserError as exc:  # render_recipe names a filled-in recipe as a PyPI entry's: say what it was filled for
+            cause = str(exc).split(": not a valid recipe ", 1)[-1]
+            raise UserError(f"{recipe_path} rendered for {arch_set.name} (one environment for {', '.join(arch_set.names)}): "
+                            f"not a valid recipe {cause}") from None
+        outputs += [o for o in rendered if not is_per_target(o.name, arch_set)]
     seen = {(o.name, o.build_string) for o in outputs}
     for index, member in enumerate(arch_set.members):
         own = {member.name, member.torch_device_family} - {""}

@@ -215,3 +215,15 @@ def test_plan_for_one_environment_is_one_plan_for_the_set_and_a_wrong_set_is_one
         "--arch gfx942,gfx950"]
     typo = orchestrate("plan", "--arch", "gfx942,gfx9500", "--one-environment")
     assert typo.code == 2 and typo.err.startswith("error: unknown architecture 'gfx9500' (did you mean gfx950?)")
+
+
+def test_a_recipe_that_cannot_be_rendered_for_a_set_is_one_line_naming_the_set(orchestrate, workspace):
+    odd = workspace / "recipes/odd"
+    odd.mkdir()
+    (odd / "recipe.yaml").write_text('package: {name: odd, version: "1"}\nrequirements:\n  run:\n'
+                                     "    - odd-runtime ==${{ amdgpu_isa }}\n")  # one ISA only: no set has one
+    assert orchestrate("plan", "--arch", "gfx942").code == 0
+    result = orchestrate("plan", "--arch", "gfx942,gfx1151", "--one-environment")
+    assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    assert result.err.startswith(f"error: {odd / 'recipe.yaml'} rendered for multi_gfx942_gfx1151 (one environment for "
+                                 "gfx942, gfx1151): not a valid recipe")
