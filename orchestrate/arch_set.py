@@ -225,9 +225,24 @@ def expand_for_set(stage0: dict, arch_set: ArchSet) -> dict:
         data["outputs"] = [o for o in data["outputs"] if not _mentions_arch(str((o.get("package") or {}).get("name") or ""))]
         for output in data["outputs"]:
             _each_member_device_wheel(output, arch_set)
+    for node in data.get("outputs") or [data]:
+        build = node.get("build") if isinstance(node, dict) else None
+        if isinstance(build, dict) and _GPU_ARCH.search(str(build.get("string", ""))):
+            _down_prioritized(build)
     version = str((data.get("recipe") or {}).get("version") or (data.get("package") or {}).get("version") or "")
     _expand_requirements(data, arch_set, version)
     return data
+
+
+def _down_prioritized(build: dict) -> None:
+    """A set's build (its build string names the set) ranks below one GPU's in a solve that names neither: in a team
+    channel with both, a one-GPU machine keeps its lean build; a machine with several asks for the set
+    (`rocm-stack * multi_gfx942_gfx950_*`). One more track_feature than the recipe's own ranking gives."""
+    variant = dict(build.get("variant") or {})
+    own = str(variant.get("down_prioritize_variant", 0)).strip()
+    own = own[3:-2].strip() if own.startswith("${{") and own.endswith("}}") else own
+    variant["down_prioritize_variant"] = "${{ 1 + (" + own + ") }}"
+    build["variant"] = variant
 
 
 def is_per_target(name: str, arch_set: ArchSet) -> bool:

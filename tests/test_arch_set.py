@@ -170,9 +170,11 @@ def test_build_all_for_one_environment_builds_the_set_once_and_it_installs_on_ei
     from rattler import install
 
     add_stack_and_device_recipes(workspace)
+    assert orchestrate("build-all", "--arch", "gfx942").code == 0  # one GPU's builds first: the set's are newer
     result = orchestrate("build-all", "--arch", "gfx1151,gfx942", "--one-environment")
     assert result.code == 0, result.err
-    built = sorted(p.name for p in (workspace / "channel").glob("*/*.conda"))
+    built = sorted(p.name for p in (workspace / "channel").glob("*/*.conda")  # the set's, beside gfx942's own
+                   if "-gfx942_" not in p.name or p.name.startswith("rocm-sdk-device-"))
     assert {"rocm-sdk-device-gfx942", "rocm-sdk-device-gfx1151"} <= {name.rsplit("-", 2)[0] for name in built}, built
     shared = [name for name in built if "gfx" in name and not name.startswith("rocm-sdk-device-")]
     assert "rocm-stack-2.13.0-multi_gfx942_gfx1151_" in " ".join(shared)
@@ -183,7 +185,7 @@ def test_build_all_for_one_environment_builds_the_set_once_and_it_installs_on_ei
     for isa, env in (("9.4.2", "mi300"), ("11.5.1", "strix"), ("10.3.0", None)):
         monkeypatch.setenv("CONDA_OVERRIDE_AMDGPU_ARCH", isa)
         virtual = [v.into_generic() for v in VirtualPackage.detect(VirtualPackageOverrides.from_env())]
-        solving = solve([(workspace / "channel").as_uri()], ["rocm-stack"],
+        solving = solve([(workspace / "channel").as_uri()], ["rocm-stack * multi_gfx942_gfx1151_*"],  # the set, asked for
                         platforms=[Platform("linux-64"), Platform("noarch")], virtual_packages=virtual)
         if env is None:  # a machine with neither GPU: the set is refused, not installed
             with pytest.raises(Exception, match="__amdgpu_arch"):
@@ -203,6 +205,15 @@ def test_build_all_for_one_environment_builds_the_set_once_and_it_installs_on_ei
         assert (tmp_path / env / "share/pytorch/built-for").read_text().strip() == "gfx942,gfx1151"
         stack = json.loads((tmp_path / env / "share/rocm-stack/stack.json").read_text())
         assert stack == {"gpu_arch": "gfx942,gfx1151", "amdgpu_isa": "9.4.2|11.5.1"}
+
+    # the same channel also holds gfx942's own builds (older): a one-GPU machine keeps them, a machine with both asks
+    # for the set
+    monkeypatch.setenv("CONDA_OVERRIDE_AMDGPU_ARCH", "9.4.2")
+    virtual = [v.into_generic() for v in VirtualPackage.detect(VirtualPackageOverrides.from_env())]
+    for spec, build in (("rocm-stack", "gfx942_h"), ("rocm-stack * multi_gfx942_gfx1151_*", "multi_gfx942_gfx1151_")):
+        records = asyncio.run(solve([(workspace / "channel").as_uri()], [spec], virtual_packages=virtual,
+                                    platforms=[Platform("linux-64"), Platform("noarch")]))
+        assert {r.name.normalized: str(r.build) for r in records}["rocm-stack"].startswith(build), spec
 
 
 def test_plan_for_one_environment_is_one_plan_for_the_set_and_a_wrong_set_is_one_line(orchestrate):
