@@ -8,6 +8,7 @@ import dataclasses
 import json
 import re
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,10 @@ def test_build_all_for_one_environment_builds_the_set_once_and_it_installs_on_ei
     assert all("multi_gfx942_gfx1151_" in name for name in shared), shared
     manifest = orchestrate("consumer-manifest", "--channel", str(workspace / "channel"), "--print")
     assert 'amdgpu = "gfx942"' in manifest.out and 'amdgpu = "gfx1151"' in manifest.out  # a pixi platform for each
+    pinned = tomllib.loads(orchestrate("consumer-manifest", "--channel", str(workspace / "channel"), "--arch",
+                                       "gfx1151,gfx942", "--one-environment", "--print").out)
+    assert {p["amdgpu"] for p in pinned["workspace"]["platforms"]} == {"gfx942", "gfx1151"}
+    assert pinned["dependencies"]["rocm-stack"] == {"version": "*", "build": "*multi_gfx942_gfx1151*"}
     monkeypatch.setenv("CONDA_OVERRIDE_AMDGPU", "0")
     for isa, env in (("9.4.2", "mi300"), ("11.5.1", "strix"), ("10.3.0", None)):
         monkeypatch.setenv("CONDA_OVERRIDE_AMDGPU_ARCH", isa)

@@ -98,6 +98,9 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", type=arch_list, metavar="ARCH[,ARCH...]",
                         help="the architectures to write a pixi platform for (default: those the channel serves); "
                              "one pins the GPU-specific packages to its builds")
+    parser.add_argument("--one-environment", action="store_true",
+                        help="with --arch gfx942,gfx950: pin the GPU-specific packages to that set's builds "
+                             "(build-all --one-environment), one environment for a machine with all of them")
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR", help="workspace whose architecture table to use")
     written = parser.add_mutually_exclusive_group()  # --print writes no file: an --output beside it would be ignored
     written.add_argument("--output", "-o", type=Path, default=Path("pixi.toml"), help="file to write (default pixi.toml)")
@@ -122,7 +125,13 @@ def _run_consumer(args, reporter) -> int:
         table.get(name)  # a typo is one line naming the table's architectures
     served, served_from = (names, "asked for") if names else served_by(args.channel, config, table)
     arch = names[0] if len(names) == 1 else None
-    text = render_manifest(args.channel, table.get(arch) if arch and table else arch, config, served, served_from)
+    arch = table.get(arch) if arch and table else arch
+    if getattr(args, "one_environment", False):  # the set's builds: multi_gfx942_gfx950 in their build strings
+        if table is None:
+            raise UserError("--one-environment reads the architecture table: run it in the workspace or pass --workspace")
+        from ..arch_set import arch_set
+        arch = arch_set(table, names).architecture()
+    text = render_manifest(args.channel, arch, config, served, served_from)
     if args.print_only:
         reporter.line(text.rstrip("\n"))
         return 0
