@@ -11,7 +11,7 @@ export FLASH_ATTN_LOCAL_VERSION="$FLASH_ATTN_BACKEND.${GPU_ARCH//,/.}"
 
 case "$FLASH_ATTN_BACKEND" in
     ck)
-        # rocm-env.sh exports GPU_ARCHS=$GPU_ARCH, the one arch setup.py's generate.py/--offload-arch get.
+        # rocm-env.sh exports GPU_ARCHS, the ";" list of targets setup.py's generate.py/--offload-arch get.
         source "$RECIPE_DIR/../_shared/rocm-env.sh"
         export FLASH_ATTENTION_TRITON_AMD_ENABLE=FALSE
         ;;
