@@ -176,7 +176,7 @@ def _make_plan(args, options: Options) -> runner.Plan:
         from .neutral import arch_neutral_plan
 
         return arch_neutral_plan(options)
-    together = options.archs if getattr(args, "one_environment", False) else None
+    together = list(options.archs) if getattr(args, "one_environment", False) else None
     if args.command == "build-all" or (args.command == "plan" and getattr(args, "everything", False)):
         return runner.make_plan(options, None, also=packages, everything=getattr(args, "everything", False),
                                 one_environment=together)

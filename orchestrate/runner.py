@@ -77,7 +77,7 @@ def make_plan(options: Options, packages: list[str] | None = None, also: list[st
     `one_environment`: several architectures as one set (arch_set), one environment for a machine with them all."""
     table = ArchitectureTable.load(options.variants_dir)
     set_build_knobs(options)
-    if one_environment:
+    if one_environment is not None:  # [] too: arch_set says a set needs two architectures
         arch, choice, outputs = arch_set.plan_inputs(options, table, one_environment)
     else:
         arch = table.get(choose_arch(options.arch, table, options.arch_given_by))
@@ -250,7 +250,7 @@ def recover_channel(plan: Plan, options: Options, channel: Channel) -> Recovery:
         if arch not in plans:
             try:
                 members = arch_set.members_of(arch)  # a set's packages: checked against the set's plan
-                plans[arch] = make_plan(replace(options, arch=None if members else arch), one_environment=members)
+                plans[arch] = make_plan(replace(options, arch=None if members else arch), one_environment=members or None)
             except UserError:
                 return {}
         return {o.input_hash: o for o in plans[arch].outputs if not o.skipped}

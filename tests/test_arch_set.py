@@ -229,6 +229,8 @@ def test_plan_for_one_environment_is_one_plan_for_the_set_and_a_wrong_set_is_one
     assert alone.code == 2 and alone.err.strip().splitlines() == [
         "error: one environment for several GPUs needs at least two architectures (got gfx942): pass e.g. "
         "--arch gfx942,gfx950"]
+    none = orchestrate("plan", "--one-environment")  # no list given, none in orchestrate.toml: not one GPU's plan
+    assert none.code == 2 and "needs at least two architectures (got none)" in none.err
     typo = orchestrate("plan", "--arch", "gfx942,gfx9500", "--one-environment")
     assert typo.code == 2 and typo.err.startswith("error: unknown architecture 'gfx9500' (did you mean gfx950?)")
 
