@@ -88,6 +88,12 @@ def _common(parser: argparse.ArgumentParser, build: bool = False) -> None:
                             help="build even if free disk looks smaller than the plan's estimate")
 
 
+def _one_environment(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--one-environment", action="store_true",
+                        help="with --arch gfx942,gfx950: one environment for a machine with all of them (each "
+                             "compiled package built once for every listed GPU, each GPU's device packages side by side)")
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="orchestrate", description=__doc__.strip() if __doc__ else None, epilog=MANUAL,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -98,18 +104,21 @@ def make_parser() -> argparse.ArgumentParser:
     plan.add_argument("packages", nargs="*", metavar="PKG", help="plan these and what they need (default: rocm-stack)")
     plan.add_argument("--all", action="store_true", dest="everything",
                       help="plan every recipe, not only what rocm-stack needs")
+    _one_environment(plan)
     build_all = sub.add_parser("build-all", help="build rocm-stack and everything it needs (add PKG to build more)")
     _common(build_all, build=True)
     build_all.add_argument("packages", nargs="*", metavar="PKG",
                            help="also build these (e.g. composable-kernel), with what they need")
     build_all.add_argument("--all", action="store_true", dest="everything",
                            help="build every recipe the architecture gets, not only what rocm-stack needs")
+    _one_environment(build_all)
     build_all.add_argument("--arch-neutral", action="store_true",
                            help="build only the packages every architecture shares (same input hash for all), "
                                 "once: CI's first job, whose channel the architectures' jobs then use as cache")
     build = sub.add_parser("build", help="build packages and whatever they need")
     _common(build, build=True)
     build.add_argument("packages", nargs="+", metavar="PKG", help="the packages to build, with what they need")
+    _one_environment(build)
     fetch = sub.add_parser("fetch", help="download and verify every source, check every patch; build nothing")
     _common(fetch)
     fetch.add_argument("--all-archs", action="store_true", help="the sources of every architecture in the table")
@@ -160,8 +169,8 @@ def _each_arch(args, options: Options | None = None) -> list[Options]:
     """The options for each architecture given (one, or each of --arch gfx942,gfx950), every one checked against
     the table before the first is planned."""
     options = options or options_from_args(args)
-    if getattr(args, "arch_neutral", False):
-        return [options]  # the packages every architecture shares: built once, whatever the list
+    if getattr(args, "arch_neutral", False) or getattr(args, "one_environment", False):
+        return [options]  # built once, whatever the list: what every architecture shares, or the set as one
     if len(options.archs) > 1:
         table = ArchitectureTable.load(options.variants_dir)
         for name in options.archs:
@@ -179,9 +188,11 @@ def _make_plan(args, options: Options) -> runner.Plan:
         from .neutral import arch_neutral_plan
 
         return arch_neutral_plan(options)
+    together = list(options.archs) if getattr(args, "one_environment", False) else None
     if args.command == "build-all" or (args.command == "plan" and getattr(args, "everything", False)):
-        return runner.make_plan(options, None, also=packages, everything=getattr(args, "everything", False))
-    return runner.make_plan(options, packages)
+        return runner.make_plan(options, None, also=packages, everything=getattr(args, "everything", False),
+                                one_environment=together)
+    return runner.make_plan(options, packages, one_environment=together)
 
 
 def cmd_build(args, reporter: Reporter) -> int:

@@ -53,6 +53,7 @@ class Output:
     own_digests: dict[str, str] = field(default_factory=dict)  # recipe/files/patches/variant
     input_hash: str = ""
     dependency_hashes: dict[str, str] = field(default_factory=dict)
+    config: VariantConfig | None = None  # the config it builds with where not its plan's (a set's member packages)
 
     @property
     def skipped(self) -> bool:

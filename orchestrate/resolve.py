@@ -87,7 +87,8 @@ def check_plan(plan: runner.Plan, options: Options) -> Resolution:
     users = ([str(local.path)] if local.is_channel() else []) + list(options.source_channels)
     with tempfile.TemporaryDirectory(prefix="orchestrate-plan-channel-") as scratch:
         write_plan_channel(ours, Path(scratch))
-        return asyncio.run(_check(environments(building), plan, Path(scratch), users, plan.arch.isa))
+        return asyncio.run(_check(environments(building), plan, Path(scratch), users,
+                                  plan.arch.isa.split("|")[0]))  # a set's: as on its first member's GPU
 
 
 def require_resolvable(plan: runner.Plan, options: Options, reporter: Reporter) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from rattler_build import VariantConfig
 
-from . import crashpoints, graph, stops
+from . import arch_set, crashpoints, graph, stops
 from .architectures import FLASH_ATTN_BACKEND_KEY, Architecture, ArchitectureTable, choose_arch
 from .builder import build_output, discard_work, forget_cached_package
 from .channel import DAMAGED, MISSING, NOT_RECORDED, Channel, ManifestEntry, Recovery, sha256_of
@@ -77,15 +77,19 @@ def set_build_knobs(options: Options) -> None:
 
 
 def make_plan(options: Options, packages: list[str] | None = None, also: list[str] | None = None,
-              everything: bool = False) -> Plan:
+              everything: bool = False, one_environment: list[str] | None = None) -> Plan:
     """The plan for the named packages and what they need; with none named, the default target's closure
-    (plus `also`), or every recipe with `everything` or where the workspace has no default target."""
+    (plus `also`), or every recipe with `everything` or where the workspace has no default target.
+    `one_environment`: several architectures as one set (arch_set), one environment for a machine with them all."""
     table = ArchitectureTable.load(options.variants_dir)
-    arch = table.get(choose_arch(options.arch, table, options.arch_given_by))
     set_build_knobs(options)
-    choice = variant_choice(options, table, arch)
+    if one_environment is not None:  # [] too: arch_set says a set needs two architectures
+        arch, choice, outputs = arch_set.plan_inputs(options, table, one_environment)
+    else:
+        arch = table.get(choose_arch(options.arch, table, options.arch_given_by))
+        choice = variant_choice(options, table, arch)
+        outputs = render_all(options, choice.config, arch)
     config = choice.config
-    outputs = render_all(options, config, arch)
     crashpoints.reach("planned")
     notes = _explain_pytorch_from(outputs, choice)
     notes += choice.prebuilt.absent_notes(choice.values, arch.name) if choice.prebuilt else []
@@ -248,7 +252,8 @@ def recover_channel(plan: Plan, options: Options, channel: Channel) -> Recovery:
     def wanted(arch: str) -> dict[str, Output]:
         if arch not in plans:
             try:
-                plans[arch] = make_plan(replace(options, arch=arch))
+                members = arch_set.members_of(arch)  # a set's packages: checked against the set's plan
+                plans[arch] = make_plan(replace(options, arch=None if members else arch), one_environment=members or None)
             except UserError:
                 return {}
         return {o.input_hash: o for o in plans[arch].outputs if not o.skipped}
@@ -354,7 +359,7 @@ def execute(plan: Plan, options: Options, reporter: Reporter, caches: list[Build
         if _take_from_cache(step, caches, channel, options, reporter):
             continue
         with reporter.building(output.label, _progress(number, to_build)) as on_step:
-            outcome = build_output(output, plan.config, options, channel, plan.arch.name, on_step)
+            outcome = build_output(output, output.config or plan.config, options, channel, plan.arch.name, on_step)
         step.seconds, step.log_path = outcome.seconds, outcome.log_path
         if outcome.ok:
             # a stop from here until the work folder goes (between packages) names the folder it leaves

@@ -40,7 +40,7 @@ LAYERS = {
     "share.bench": WORK, "share.untrusted": WORK, "share.signing": WORK, "share.link_scripts": WORK,
     "share.payload": WORK, "share.package_files": WORK, "release_files": WORK,
     # Declarations: what recipes and tables declare, rendered
-    "recipes": DECLARATIONS, "prebuilt": DECLARATIONS, "architectures": DECLARATIONS, "upstreams": DECLARATIONS,
+    "recipes": DECLARATIONS, "arch_set": DECLARATIONS, "prebuilt": DECLARATIONS, "architectures": DECLARATIONS, "upstreams": DECLARATIONS,
     "sources": DECLARATIONS, "imports": DECLARATIONS, "pypi_table": DECLARATIONS, "input_hash": DECLARATIONS,
     # Base: errors, HTTP, signals, options, output
     "errors": BASE, "web": BASE, "grammar": BASE, "stops": BASE, "channels": BASE, "options": BASE, "crashpoints": BASE,

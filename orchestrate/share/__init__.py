@@ -114,6 +114,9 @@ def _consumer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", type=arch_list, metavar="ARCH[,ARCH...]",
                         help="the architectures to write a pixi platform for (default: those the channel serves); "
                              "one pins the GPU-specific packages to its builds")
+    parser.add_argument("--one-environment", action="store_true",
+                        help="with --arch gfx942,gfx950: pin the GPU-specific packages to that set's builds "
+                             "(build-all --one-environment), one environment for a machine with all of them")
     parser.add_argument("--workspace", type=existing_folder, metavar="DIR", help="workspace whose architecture table to use")
     _trusted_key_argument(parser, "the verify-channel task checks that this key signed every package")
     written = parser.add_mutually_exclusive_group()  # --print writes no file: an --output beside it would be ignored
@@ -141,10 +144,15 @@ def _run_consumer(args, reporter) -> int:
         table.get(name)  # a typo is one line naming the table's architectures
     served, served_from = (names, "asked for") if names else served_by(args.channel, config, table)
     arch = names[0] if len(names) == 1 else None
+    arch = table.get(arch) if arch and table else arch
+    if getattr(args, "one_environment", False):  # the set's builds: multi_gfx942_gfx950 in their build strings
+        if table is None:
+            raise UserError("--one-environment reads the architecture table: run it in the workspace or pass --workspace")
+        from ..arch_set import arch_set
+        arch = arch_set(table, names).architecture()
     output = args.output / "pixi.toml" if args.output.is_dir() else args.output
     name = args.name or output.resolve().parent.name or "rocm-stack"
-    text = render_manifest(args.channel, table.get(arch) if arch and table else arch, config, served, served_from,
-                           name=name)
+    text = render_manifest(args.channel, arch, config, served, served_from, name=name)
     from .consumer_verify import verify_task_lines
 
     text += verify_task_lines(args.channel, _trusted(args, config))
@@ -169,9 +177,10 @@ def served_by(url: str, config: dict, table) -> tuple[list[str], str]:
     except (UserError, OSError) as exc:
         return [], f"its index could not be read: {' '.join(str(exc).split())[:200]}"
     records = {**(index.get("packages") or {}), **(index.get("packages.conda") or {})}
-    isas = {dep.split("==", 1)[1].strip() for record in records.values() if isinstance(record, dict)
+    isas = {isa.strip().removeprefix("==") for record in records.values() if isinstance(record, dict)
             and record.get("name") == "rocm-stack" for dep in record.get("depends") or []
-            if isinstance(dep, str) and dep.startswith("__amdgpu_arch ==")}
+            if isinstance(dep, str) and dep.startswith("__amdgpu_arch ==")
+            for isa in dep.split(" ", 1)[1].split("|")}  # a build for several GPUs (arch_set): ==9.4.2|==9.5.0
     names = {(table.by_isa(isa).name if table and table.by_isa(isa) else gfx_name_from_isa(isa)) for isa in isas} - {""}
     order = table.names() if table else []
     names = sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))

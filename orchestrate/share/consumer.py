@@ -47,7 +47,7 @@ def render_manifest(channel_url: str, arch: Architecture | str | None, config: d
     channel = channel_for_pixi(channel_url)
     arch_name = arch.name if isinstance(arch, Architecture) else arch
     served = served if served is not None else [arch_name] if arch_name else []
-    isa = arch.isa if isinstance(arch, Architecture) else None
+    isa = arch.isa.split("|")[0] if isinstance(arch, Architecture) else None  # a set's (9.4.2|9.5.0): its first GPU's
     lines = [
         f"# Installs the ROCm ML stack from {channel}; everything else comes from conda-forge.",
         f"{WRITTEN_BY}; run `pixi install`, then `pixi run rocm-stack-check check`.",

@@ -26,7 +26,7 @@ cmake -S . -B build -G Ninja ${CMAKE_ARGS:-} \
     -DCMAKE_C_COMPILER="$ROCM_PATH/lib/llvm/bin/clang" \
     -DCMAKE_HIP_COMPILER="$ROCM_PATH/lib/llvm/bin/clang++" \
     -DBUILD_SHARED_LIBS=ON \
-    -DGPU_ARCHS="$GPU_ARCH" \
+    -DGPU_ARCHS="$GPU_ARCHS" \
     -DBUILD_MHA_LIB="$BUILD_MHA_LIB" \
     -DBUILD_DEV=OFF \
     -DBUILD_TESTING=OFF \

@@ -6,11 +6,12 @@ source "$RECIPE_DIR/../_shared/build-knobs.sh"
 
 export BUILD_TARGET=rocm
 export FLASH_ATTENTION_FORCE_BUILD=TRUE
-export FLASH_ATTN_LOCAL_VERSION="$FLASH_ATTN_BACKEND.$GPU_ARCH"
+# a local version takes letters, digits and ".": several targets (gfx942,gfx950) are joined by "."
+export FLASH_ATTN_LOCAL_VERSION="$FLASH_ATTN_BACKEND.${GPU_ARCH//,/.}"
 
 case "$FLASH_ATTN_BACKEND" in
     ck)
-        # rocm-env.sh exports GPU_ARCHS=$GPU_ARCH, the one arch setup.py's generate.py/--offload-arch get.
+        # rocm-env.sh exports GPU_ARCHS, the ";" list of targets setup.py's generate.py/--offload-arch get.
         source "$RECIPE_DIR/../_shared/rocm-env.sh"
         export FLASH_ATTENTION_TRITON_AMD_ENABLE=FALSE
         ;;

@@ -96,7 +96,7 @@ def gather_report(expect_arch: str | None = None, include_flash_attn: bool = Tru
     for index in range(found_platform.device_count):
         gpu = describe_device(torch, index, found_platform.gpu_runtime)
         seen.append(gpu["arch"] or "?")
-        if expect_arch and gpu["arch"] != expect_arch:
+        if expect_arch and gpu["arch"] not in expect_arch.split(","):  # a package built for several GPUs: any
             report["notes"].append(f"GPU {index} is {gpu['arch']}, not the expected {expect_arch}: its checks skipped")
             continue
         with torch.cuda.device(index):

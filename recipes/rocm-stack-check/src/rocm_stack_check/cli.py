@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--require-flash-attn", action="store_true",
                        help="fail when the flash-attn package is not installed")
     check.add_argument("--expect-arch", metavar="GFX",
-                       help="the architecture a package was built for: a different GPU counts as no GPU")
+                       help="the architecture a package was built for (several: gfx942,gfx950): another GPU counts as none")
 
     bench = commands.add_parser("bench", help="time attention per backend and shape", epilog=EXIT_CODES_HELP)
     bench.add_argument("--quick", action="store_true",

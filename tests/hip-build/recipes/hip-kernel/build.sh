@@ -14,7 +14,11 @@ cmake --install build
 mkdir -p "$PREFIX/share/hip-kernel"
 ninja -C build -t deps > "$PREFIX/share/hip-kernel/compile-deps.txt"
 cp build/hip_DIR.txt build/hip_dependency_DIRs.txt "$PREFIX/share/hip-kernel/"
-# The same kernel through hipcc, as torch's cpp_extension compiles extensions (--offload-arch from PYTORCH_ROCM_ARCH,
-# which rocm-env.sh sets; conda's GCC and sysroot from HIPCC_*_FLAGS_APPEND).
-hipcc --offload-arch="$PYTORCH_ROCM_ARCH" -fPIC -shared -MD -MF hipcc.d -o "$PREFIX/lib/libhipkernel_hipcc.so" kernel.hip
+# The same kernel through hipcc, as torch's cpp_extension compiles extensions (one --offload-arch per target of
+# PYTORCH_ROCM_ARCH, split at ";" as _get_rocm_arch_flags does; rocm-env.sh sets it; conda's GCC and sysroot from
+# HIPCC_*_FLAGS_APPEND).
+offload_archs=()
+IFS=';' read -r -a rocm_archs <<< "$PYTORCH_ROCM_ARCH"
+for rocm_arch in "${rocm_archs[@]}"; do offload_archs+=("--offload-arch=$rocm_arch"); done
+hipcc "${offload_archs[@]}" -fPIC -shared -MD -MF hipcc.d -o "$PREFIX/lib/libhipkernel_hipcc.so" kernel.hip
 cp hipcc.d "$PREFIX/share/hip-kernel/hipcc-deps.txt"
