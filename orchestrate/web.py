@@ -160,7 +160,7 @@ def shown_url(url: str) -> str:
     except ValueError:
         return printable(text)
     netloc = parts.netloc
-    if "@" in netloc:
+    if "@" in netloc and not netloc.startswith("$"):  # "$VARIABLE@host" (a manifest's task) holds no secret
         netloc = "***@" + netloc.rsplit("@", 1)[1]
     path = _TOKEN_PATH.sub("/t/***", parts.path)
     if (netloc, path) != (parts.netloc, parts.path):

@@ -79,3 +79,24 @@ def test_the_documented_container_recipe_uses_the_hint_that_solves():
     text = (REPO / "docs" / "getting-started.md").read_text()
     dockerfile = text.split("```dockerfile", 1)[1].split("```", 1)[0]
     assert f"RUN {override_hint('11.5.1')} pixi install" in dockerfile
+
+
+@pytest.mark.parametrize("url, carried, login, variable", [
+    ("https://conda.example.org/t/tk-SECRET-42/team/stack", "tk-SECRET-42", "--conda-token TOKEN",
+     "https://conda.example.org/t/$ROCM_STACK_CHANNEL_TOKEN/team/stack"),
+    ("https://bob:SECRET-pw@conda.example.org/team/stack", "SECRET-pw", "--username USER --password PASSWORD",
+     "https://$ROCM_STACK_CHANNEL_USERINFO@conda.example.org/team/stack"),
+], ids=["conda token in the path", "user and password"])
+def test_a_channel_url_with_credentials_writes_none_of_them(workspace, tmp_path, url, carried, login, variable):
+    """A pixi.toml is committed and shared: the manifest writes the channel without the URL's token or password,
+    names the `pixi auth login` that supplies them, and its verify task takes them from the teammate's
+    environment."""
+    result = orchestrate("consumer-manifest", "--workspace", str(workspace), "--channel", url, "--arch", "gfx1151",
+                         "--output", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "pixi.toml").read_text()
+    assert carried not in text and carried not in result.stdout + result.stderr
+    manifest = validate(text)
+    assert manifest["workspace"]["channels"] == ["https://conda.example.org/team/stack", "conda-forge"]
+    assert f"pixi auth login conda.example.org {login}" in text
+    assert f'"{variable}"' in manifest["feature"]["verify"]["tasks"]["verify-channel"]

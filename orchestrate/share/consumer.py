@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 from pathlib import Path
 
@@ -31,12 +32,42 @@ def platform_line(gfx: str) -> str:
     return f'  {{ name = "{gfx}", platform = "linux-64", amdgpu = "{gfx}" }},'
 
 
+# A channel URL may carry its credentials (anaconda.org's and quetz's /t/<token>/, or user:password@). A pixi.toml
+# is committed and shared, so the manifest writes the URL without them, names the login that supplies them (rattler
+# puts a conda token back into the path as /t/<token>/ itself), and its verify task reads them from these variables.
+TOKEN_PATH = re.compile(r"/t/[^/?#]+")
+TOKEN_VARIABLE = "ROCM_STACK_CHANNEL_TOKEN"
+USERINFO_VARIABLE = "ROCM_STACK_CHANNEL_USERINFO"
+
+
 def channel_for_pixi(url: str) -> str:
-    """pixi wants an absolute location for a folder channel; URLs pass through."""
-    if urllib.parse.urlsplit(url).scheme in ("", "file"):
-        path = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path) if url.startswith("file:") else url)
+    """pixi wants an absolute location for a folder channel; URLs pass through, without their credentials."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme in ("", "file"):
+        path = Path(urllib.parse.unquote(parts.path) if url.startswith("file:") else url)
         return path.expanduser().resolve().as_uri()
-    return url.rstrip("/")
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urllib.parse.urlunsplit((parts.scheme, netloc, TOKEN_PATH.sub("", parts.path, count=1), parts.query,
+                                    parts.fragment)).rstrip("/")
+
+
+def credentials_in(url: str) -> str:
+    """Which credentials a channel URL carries: "conda-token" (/t/<token>/), "userinfo" (user:password@) or ""."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return ""
+    return "conda-token" if TOKEN_PATH.search(parts.path) else "userinfo" if "@" in parts.netloc else ""
+
+
+def channel_with_variables(url: str) -> str:
+    """The channel URL with its credentials as shell variables (a pixi task expands them), for the verify task."""
+    parts = urllib.parse.urlsplit(url)
+    kind = credentials_in(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    if kind == "userinfo":
+        netloc = f"${USERINFO_VARIABLE}@{netloc}"
+    path = TOKEN_PATH.sub(f"/t/${TOKEN_VARIABLE}", parts.path, count=1) if kind == "conda-token" else parts.path
+    return urllib.parse.urlunsplit((parts.scheme, netloc, path, parts.query, parts.fragment)).rstrip("/")
 
 
 def render_manifest(channel_url: str, arch: Architecture | str | None, config: dict,
@@ -73,7 +104,7 @@ def render_manifest(channel_url: str, arch: Architecture | str | None, config: d
     ]
     lines += platform_lines(served, served_from)
     target = parse_target(channel_url, config) if channel.startswith("s3://") else None
-    lines[2:2] = credentials_lines(channel, target)
+    lines[2:2] = credentials_lines(channel, target, credentials_in(channel_url))
     if isinstance(target, S3Store) and target.options.endpoint_url:
         lines += [
             "",
@@ -101,9 +132,10 @@ def platform_lines(served: list[str], served_from: str) -> list[str]:
             "# (no GPU needed: the platform declares it), `pixi install` on a machine installs its GPU's.",
             "platforms = [", *map(platform_line, served), "]",
             f'requires-pixi = "{REQUIRES_PIXI}"']
-def credentials_lines(channel: str, target) -> list[str]:
+def credentials_lines(channel: str, target, carried: str = "") -> list[str]:
     """The step before `pixi install` where the channel needs credentials: pixi reads them from its auth store
-    (`pixi auth login`) or, for S3 without s3-options, from AWS's own chain; none for a folder or loopback."""
+    (`pixi auth login`) or, for S3 without s3-options, from AWS's own chain; none for a folder or loopback.
+    `carried`: the credentials the URL given to consumer-manifest held (credentials_in), never written here."""
     if isinstance(target, S3Store) and target.options.endpoint_url:
         return ["# Credentials first (this S3-compatible store is read with the s3-options below, so pixi takes its",
                 "# keys from its auth store, not from AWS_* variables):",
@@ -112,6 +144,14 @@ def credentials_lines(channel: str, target) -> list[str]:
         return ["# Credentials first: pixi reads AWS's own, as the aws CLI does (AWS_ACCESS_KEY_ID and",
                 "# AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with ~/.aws/config)."]
     parts = urllib.parse.urlsplit(channel)
+    if carried == "conda-token":
+        return ["# The channel URL you were given carries a token (/t/<token>/): it is not written in this shared file.",
+                "# Log in once before `pixi install` (pixi puts the token back into the URL as /t/<token>/):",
+                f"#   pixi auth login {parts.netloc} --conda-token TOKEN"]
+    if carried == "userinfo":
+        return ["# The channel URL you were given carries a user and password: they are not written in this shared file.",
+                "# Log in once before `pixi install`:",
+                f"#   pixi auth login {parts.netloc} --username USER --password PASSWORD"]
     if parts.scheme in ("http", "https") and parts.hostname not in ("localhost", "127.0.0.1", "::1"):
         return ["# Where the server asks for credentials, log in once before `pixi install` (stored for every project):",
                 f"#   pixi auth login {parts.netloc} --token TOKEN   (prefix.dev; --conda-token for quetz and",
