@@ -5,6 +5,7 @@ split host wheel require, is a package of its own; triton's packages bring a C c
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 import zipfile
@@ -97,9 +98,9 @@ def test_rocm_bootstrap_is_its_own_package_pinned_to_the_real_wheel():
 def test_the_pytorch_repack_installs_the_family_wheel_the_target_device_wheel_requires(tmp_path, arch, family):
     """rocm_kpack's splitter makes a target's device wheel require the family wheel of its packaging chain at the
     host's exact version (generate_device_metadata, prebuilt_helpers.device_metadata says where), and the family
-    wheel requires no rocm-sdk-device-<family>, which AMD does not publish. The `pytorch` output installs both, and
-    its check counts the family wheel (amd_torch_device_gfx12_0-...whl, Name amd-torch-device-gfx12-0) as the
-    requirement's provider; without it the build stops naming the family wheel."""
+    wheel requires no rocm-sdk-device-<family>, which AMD does not publish. The target's output installs its own wheel
+    and counts the family's package (amd-torch-device-gfx12-0, built once for the family from its wheel) as the
+    requirement's provider; without the family's package named the build stops naming the family wheel."""
     version = "2.14.0+rocm10.1.0"
     wheels = torch_device_wheels(tmp_path / "wheels", arch, version, "10.1.0")
     target, family_wheel = wheels[f"amd-torch-device-{arch}"], wheels[f"amd-torch-device-{family}"]
@@ -109,10 +110,16 @@ def test_the_pytorch_repack_installs_the_family_wheel_the_target_device_wheel_re
     with zipfile.ZipFile(family_wheel) as zf:
         [metadata_file] = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
         assert requires_dist(zf.read(metadata_file).decode()) == [f"torch == {version}"]
-    satisfied_by = prebuilt_output("pytorch")["build"]["script"]["env"]["SATISFIED_BY"].replace("${{ gpu_arch }}", arch)
-    done = install([target, family_wheel], tmp_path / "both", "3.12", satisfied_by)
+    written = prebuilt_output("amd-torch-device-${{ gpu_arch }}")["build"]["script"]["env"]["SATISFIED_BY"]
+    satisfied_by = re.sub(r"\$\{\{ \(\"amd-torch-device-\" ~ torch_device_family\) if torch_device_family else \"\" }}",
+                          f"amd-torch-device-{family}", written).replace("${{ gpu_arch }}", arch)
+    assert "${{" not in satisfied_by, satisfied_by
+    done = install([target], tmp_path / "with-family", "3.12", satisfied_by)
     assert done.returncode == 0, done.stderr
-    alone = install([target], tmp_path / "alone", "3.12", satisfied_by)
+    family_output = prebuilt_output('amd-torch-device-${{ torch_device_family or "none" }}')
+    assert install([family_wheel], tmp_path / "family", "3.12",
+                   family_output["build"]["script"]["env"]["SATISFIED_BY"]).returncode == 0
+    alone = install([target], tmp_path / "alone", "3.12", satisfied_by.replace(f"amd-torch-device-{family}", ""))
     assert alone.returncode == 1 and "Traceback" not in alone.stderr
     assert f"requires {requirement}, which no run requirement" in alone.stderr
 
