@@ -3,7 +3,8 @@
 A package is arch-neutral when every architecture's plan holds it with the same input hash (same input
 hash = same package): in the real stack the host SDK, pytorch-base, triton, torchaudio, the PyPI repacks
 and rocm-stack-check. CI builds them in a first job and publishes them; each architecture's job then
-takes them from the channel instead of building its own copy.
+takes them from the channel instead of building its own copy. The converse is a defect: one file name that two
+architectures would fill from different inputs (file_name_clashes), which `build-all --arch A,B` refuses.
 """
 from __future__ import annotations
 
