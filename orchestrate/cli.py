@@ -15,6 +15,7 @@ from .detect import detect_gpu_arch
 from .errors import FAILED_BUILDS_PAGE, BuildFailed, DiskFull, UserError, is_disk_full
 from .arch_list import ARCH_HELP, arch_list, per_arch
 from .key_text import public_key
+from .neutral import file_name_clashes
 from .options import (ARCH_ENV, COMPILER_LAUNCHERS, DEFAULT_CHANNEL, VARIANT_EXAMPLE, Options,
                       compiler_launcher, count, days, existing_folder, find_workspace, folder, load_config,
                       options_from_args, shared_channel, source_channel)
@@ -162,6 +163,8 @@ def cmd_plan(args, reporter: Reporter) -> int:
         show_plan(plan, reporter)
     if len(plans) > 1:
         reporter.paragraph(runner.shared_line(plans))
+        for clash in file_name_clashes(plans):
+            reporter.error(clash)
     return 0
 
 
@@ -199,6 +202,11 @@ def cmd_build(args, reporter: Reporter) -> int:
     """`build-all` and `build`, once per architecture given (--arch gfx942,gfx950), in order: what the first built
     with the same input hash is up to date for the next. A failure stops the rest, unless --keep-going."""
     failed, each = [], _each_arch(args)
+    if len(each) > 1:  # before the first build: the list's plans must not fill one file name twice
+        clashes = file_name_clashes([_make_plan(args, options) for options in each])
+        if clashes:
+            raise UserError(clashes[0] + (f" ({len(clashes) - 1} more: `orchestrate plan` lists them)"
+                                          if len(clashes) > 1 else ""))
     for options in each:
         try:
             _build_one(args, options, reporter)

@@ -1,7 +1,10 @@
 """The input hash that decides whether a package must be built: the rendered recipe (less what changes speed,
 not output), every file of its recipe folder and the shared scripts it names, every patch it applies, its
-variant values, and the input hashes of its dependencies, so a change rebuilds that package and its
-dependents, nothing else.
+variant values, and the input hashes of the dependencies it is built against (build and host, and a run
+requirement pinned to its exact build), so a change rebuilds that package and its dependents, nothing else.
+A run or test requirement alone is a name and a version range, already in the rendered recipe: which build
+of it the channel holds does not change this package's file (a noarch selector or a repacked wheel that
+runs with any GPU's torch is one package for every GPU, not one per GPU under one file name).
 """
 from __future__ import annotations
 
@@ -52,12 +55,32 @@ def compute_input_hashes(outputs: list, order: list) -> None:
         by_name.setdefault(o.name, []).append(o)
     for output in order:
         deps = {}
-        for dep in sorted(output.requires):
+        for dep in sorted(output.requires & built_against(output.rendered)):
             candidates = [d for d in by_name.get(dep, []) if not d.skipped]
             if candidates:
                 deps[dep] = digest(sorted(d.input_hash for d in candidates))
         output.dependency_hashes = deps
         output.input_hash = digest({"scheme": HASH_SCHEME, "own": output.own_digests, "deps": deps})
+
+
+def built_against(stage1: dict) -> set[str]:
+    """The requirements whose build goes into this package: its build and host environments (what it compiles
+    and links against, and their run_exports), and run requirements pinned to one exact build."""
+    reqs = stage1.get("requirements") or {}
+    names = {_requirement_name(spec) for section in ("build", "host") for spec in reqs.get(section) or []}
+    for spec in reqs.get("run") or []:
+        pin = spec.get("pin_subpackage") if isinstance(spec, dict) else None
+        if isinstance(pin, dict) and pin.get("exact"):
+            names.add(_requirement_name(spec))
+    return names - {""}
+
+
+def _requirement_name(spec: Any) -> str:
+    if isinstance(spec, dict):  # {pin_subpackage: {name: ...}} or {pin_compatible: ...}
+        inner = next(iter(spec.values()), "")
+        spec = inner.get("name", "") if isinstance(inner, dict) else inner
+    match = re.match(r"[A-Za-z0-9_.\-]+", str(spec).strip())
+    return match.group(0).lower() if match else ""
 
 
 def file_digest(path: Path) -> str:

@@ -3,7 +3,8 @@
 A package is arch-neutral when every architecture's plan holds it with the same input hash (same input
 hash = same package): in the real stack the host SDK, pytorch-base, triton, torchaudio, the PyPI repacks
 and rocm-stack-check. CI builds them in a first job and publishes them; each architecture's job then
-takes them from the channel instead of building its own copy.
+takes them from the channel instead of building its own copy. The converse is a defect: one file name that two
+architectures would fill from different inputs (file_name_clashes), which `build-all --arch A,B` refuses.
 """
 from __future__ import annotations
 
@@ -44,3 +45,23 @@ def arch_neutral_plan(options: Options) -> runner.Plan:
     plan.title = (f"Plan for the packages all {len(table.names())} architectures share (one build each, "
                   f"rendered for {arch}; same for every architecture)")
     return plan
+
+
+def file_name_clashes(plans: list[runner.Plan]) -> list[str]:
+    """One line per package file that two architectures' plans would build from different inputs (input hashes):
+    in the one channel `build-all --arch gfx942,gfx950` builds into, the second would replace the first's copy and
+    each run would rebuild the other's. A recipe whose package differs per GPU names the GPU in its build string
+    (`${{ gpu_arch }}`); one that does not keeps the GPU out of its inputs (a run-only requirement is)."""
+    builders: dict[str, dict[str, str]] = {}  # file name -> input hash -> first architecture
+    for plan in plans:
+        for step in plan.steps:
+            if step.state not in (runner.SKIP, runner.NOT_NEEDED):
+                builders.setdefault(step.output.label, {}).setdefault(step.output.input_hash, plan.arch.name)
+    return [f"{label} would be built for {' and '.join(by_hash.values())} from different inputs under one file name: "
+            f"in one channel each would replace the other's; give recipes/{_recipe_of(plans, label)}'s build string "
+            "the GPU (${{ gpu_arch }}) if the package differs per GPU, else keep the GPU out of what it is built "
+            "against" for label, by_hash in builders.items() if len(by_hash) > 1]
+
+
+def _recipe_of(plans: list[runner.Plan], label: str) -> str:
+    return next(s.output.recipe_name for plan in plans for s in plan.steps if s.output.label == label)

@@ -18,7 +18,7 @@ from orchestrate.arch_set import ARCH_LIST_KEY, arch_set, render_set
 from orchestrate.architectures import ArchitectureTable
 from orchestrate.options import Options
 from orchestrate.resolve import write_plan_channel
-from orchestrate.runner import unlocked_urls
+from orchestrate.plan_sources import unlocked_urls
 from conftest import REPO
 
 TABLE = ArchitectureTable.load(REPO / "variants")

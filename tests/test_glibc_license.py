@@ -205,7 +205,8 @@ def built(tmp_path_factory):
                        {"demo_bin/__init__.py": "", "demo_bin/_core.so": b"\x7fELF stub"})
     recipes = tmp / "recipes"
     (recipes / "_shared").mkdir(parents=True)
-    shutil.copy(REPO / "recipes/_shared/install_wheels.py", recipes / "_shared")
+    for script in ("install_wheels.py", "wheel_licenses.py"):  # the installer and its sibling it imports
+        shutil.copy(REPO / "recipes/_shared" / script, recipes / "_shared")
     (recipes / "compiled").mkdir()
     (recipes / "compiled/recipe.yaml").write_text(COMPILED)
     shutil.copy(REPO / "LICENSE", recipes / "compiled")

@@ -194,6 +194,14 @@ def test_orchestrate_keeps_its_layers():
     assert not problems, "\n".join(problems)
 
 
+def test_the_recipes_shared_python_scripts_keep_the_module_size_too():
+    """recipes/_shared/*.py (the wheel installer and its siblings) are split by job, as orchestrate/'s modules are."""
+    scripts = sorted((PACKAGE_DIR.parent / "recipes" / "_shared").glob("*.py"))
+    assert len(scripts) >= 3
+    too_long = {p.name: n for p in scripts if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not too_long, f"over {MAX_LINES} lines: split by job: {too_long}"
+
+
 def test_the_docs_table_says_what_the_layers_are():
     """docs/orchestrator.md "The modules" lists each module (`share/x` for share.x) in its layer's row."""
     section = DOCS_PAGE.read_text().split("## The modules", 1)[1].split("\n## ", 1)[0]

@@ -119,3 +119,44 @@ def test_without_arch_a_machine_with_two_gpus_builds_for_the_one_pixi_installs_f
     assert detect.detect_gpus(nodes) == [("gfx1151", 40), ("gfx1100", 96)]
     assert detect.detect_gpu_arch(nodes) == "gfx1100"
     assert detect.solver_gpu([("gfx1100", 40), ("gfx1151", 40)]) == "gfx1151"  # a tie: the highest ISA
+
+
+def _add_recipe(workspace, name: str, requirements: str) -> None:
+    """A package whose build string does not name the GPU (no gpu_arch in it or its variant), as a user's own
+    recipe may be written."""
+    folder = workspace / "recipes" / name
+    folder.mkdir()
+    (folder / "recipe.yaml").write_text(f"""package:
+  name: {name}
+  version: "1.0.0"
+build:
+  string: h${{{{ hash }}}}_${{{{ build_number }}}}
+  script:
+    content:
+      - mkdir -p $PREFIX/share/{name} && echo built > $PREFIX/share/{name}/marker
+requirements:
+{requirements}
+tests:
+  - script:
+      - test -f $PREFIX/share/{name}/marker
+""")
+
+
+def test_a_package_one_file_name_for_two_gpus_is_built_once_and_never_replaced(orchestrate, workspace, channel):
+    """A package that only runs with a GPU's package (a run requirement) is one package for every GPU: the second
+    GPU finds it up to date. One built against a GPU's package under a file name without the GPU would be built
+    twice under one name, the second replacing the first: build-all refuses before any build, naming the recipe."""
+    _add_recipe(workspace, "runs-with-sdk", "  run: [rocm-sdk]")
+    result = orchestrate("build", "runs-with-sdk", "--arch", "gfx942,gfx950")
+    assert result.code == 0, result.err
+    assert [e.arch for e in channel.manifest().values() if e.name == "runs-with-sdk"] == ["gfx942"]
+    assert not list((channel.path / ".superseded").rglob("runs-with-sdk-*")), "the second GPU replaced the first's"
+    assert re.search(r"runs-with-sdk\s+\S+\s+\S+\s+up to date", orchestrate("plan", "--arch", "gfx950").out)
+
+    _add_recipe(workspace, "built-with-sdk", "  host: [rocm-sdk]\n  run: [rocm-sdk]")
+    before = channel.snapshot()
+    plan = orchestrate("plan", "--arch", "gfx942,gfx950")
+    assert "built-with-sdk-1.0.0-h" in plan.err and "for gfx942 and gfx950 from different inputs" in plan.err
+    refused = orchestrate("build-all", "--arch", "gfx942,gfx950")
+    assert refused.code == 2 and "recipes/built-with-sdk's build string the GPU" in refused.err
+    assert "Traceback" not in refused.err and channel.snapshot() == before

@@ -120,7 +120,8 @@ def pypi_workspace(tmp_path: Path, monkeypatch) -> Path:
     (workspace / "recipes" / "stand-ins").mkdir(parents=True)
     shutil.copytree(REPO / "recipes" / "pypi", workspace / "recipes" / "pypi")
     (workspace / "recipes" / "_shared").mkdir()
-    shutil.copy(REPO / "recipes" / "_shared" / "install_wheels.py", workspace / "recipes" / "_shared")
+    for script in ("install_wheels.py", "wheel_licenses.py"):  # the installer and its sibling it imports
+        shutil.copy(REPO / "recipes" / "_shared" / script, workspace / "recipes" / "_shared")
     (workspace / "recipes" / "stand-ins" / "recipe.yaml").write_text(STAND_INS.replace("%s", sys.executable))
     variants = workspace / "variants"
     variants.mkdir()

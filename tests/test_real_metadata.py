@@ -5,6 +5,7 @@ split host wheel require, is a package of its own; triton's packages bring a C c
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 import zipfile
@@ -97,9 +98,9 @@ def test_rocm_bootstrap_is_its_own_package_pinned_to_the_real_wheel():
 def test_the_pytorch_repack_installs_the_family_wheel_the_target_device_wheel_requires(tmp_path, arch, family):
     """rocm_kpack's splitter makes a target's device wheel require the family wheel of its packaging chain at the
     host's exact version (generate_device_metadata, prebuilt_helpers.device_metadata says where), and the family
-    wheel requires no rocm-sdk-device-<family>, which AMD does not publish. The `pytorch` output installs both, and
-    its check counts the family wheel (amd_torch_device_gfx12_0-...whl, Name amd-torch-device-gfx12-0) as the
-    requirement's provider; without it the build stops naming the family wheel."""
+    wheel requires no rocm-sdk-device-<family>, which AMD does not publish. The target's output installs its own wheel
+    and counts the family's package (amd-torch-device-gfx12-0, built once for the family from its wheel) as the
+    requirement's provider; without the family's package named the build stops naming the family wheel."""
     version = "2.14.0+rocm10.1.0"
     wheels = torch_device_wheels(tmp_path / "wheels", arch, version, "10.1.0")
     target, family_wheel = wheels[f"amd-torch-device-{arch}"], wheels[f"amd-torch-device-{family}"]

@@ -388,3 +388,21 @@ def test_a_recipe_rendered_again_for_fetch_and_build_is_the_one_planned(arch, pa
         again = rerender(step.output, plan.config, recipe_data(step.output), tmp_path / step.output.name).recipe.to_dict()
         assert again["requirements"] == step.output.rendered["requirements"], step.output.label
         assert again["build"].get("script") == step.output.rendered["build"].get("script"), step.output.label
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_one_file_name_is_one_input_hash_across_every_architecture(path):
+    """A channel serving several GPUs (build-all --arch gfx942,gfx950 builds each in turn into it) holds one file
+    per name: a package built for two GPUs under one file name must be the same package (one input hash), else
+    the second GPU's build replaces the first's and each run rebuilds the other. pytorch-rocm (the noarch
+    selector), AMD's torchaudio and xgrammar only run with the GPU's torch: they are one package for all."""
+    hashes: dict[str, dict[str, list[str]]] = {}  # file name -> input hash -> architectures
+    for arch in ARCHS:
+        for step in plan_for(arch, PATHS[path]).steps:
+            if step.state != runner.SKIP:
+                hashes.setdefault(step.output.label, {}).setdefault(step.output.input_hash, []).append(arch)
+    clashes = {label: [archs[0] for archs in by_hash.values()] for label, by_hash in hashes.items() if len(by_hash) > 1}
+    assert not clashes, f"same file name, different input hash (first architecture of each): {clashes}"
+    for name in ("pytorch-rocm", "xgrammar") + (("torchaudio",) if path == "prebuilt" else ()):
+        steps = [s for arch in ARCHS for s in built(arch, name, PATHS[path])]  # one build per version and path
+        assert len({s.output.input_hash for s in steps}) == len({s.output.label for s in steps}) < len(steps), name

@@ -225,7 +225,7 @@ def expand_devel(site: Path) -> Path:
     it next to the other packages, record the new files in the devel distribution's RECORD and delete the
     tarball, as rocm_sdk._devel._lock_and_expand does; rocm_sdk treats the tree as initialized once the
     tarball is gone and _rocm_sdk_devel/__init__.py exists. Its share/doc/<component>/ license files are kept
-    for the package's info/licenses/ (install_wheels.py keep_license): TheRock puts share/doc/** in the artifacts'
+    for the package's info/licenses/ (wheel_licenses.py keep_license): TheRock puts share/doc/** in the artifacts'
     `doc` component, which only the devel tree takes (build_python_packages.py and _therock_utils/
     artifact_builder.py at 89553ce3), so the runtime wheels may carry no license file of their own."""
     tarballs = [site / DEVEL_PURE_PACKAGE / name for name in DEVEL_TARBALLS if (site / DEVEL_PURE_PACKAGE / name).exists()]
