@@ -5,7 +5,6 @@ split host wheel require, is a package of its own; triton's packages bring a C c
 from __future__ import annotations
 
 import importlib.util
-import re
 import subprocess
 import sys
 import zipfile
