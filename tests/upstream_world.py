@@ -398,7 +398,23 @@ WORLD_PINS = {"aiter": {"aiter_commit": "aiter-v0.1.20.post1", "ck_commit": "ck-
               "vllm": {"triton_kernels_commit": "rocm-triton-0.33"}}
 
 
-def bump_workspace(world: World, target: Path) -> Path:
+# Architectures that stand for the table where a test plans every architecture twice over (a bump's proof): one of
+# each PyTorch path (gfx906: source only), device family and capability set; test_bump_prove plans all of them.
+REPRESENTATIVE_ARCHS = ("gfx906", "gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1151", "gfx1201")
+
+
+def keep_only_archs(workspace: Path, archs: tuple[str, ...]) -> None:
+    """The workspace's architecture table cut down to `archs` (rows and their variant files)."""
+    table_file = workspace / "variants" / "architectures.yaml"
+    table = yaml.safe_load(table_file.read_text())
+    table["architectures"] = {name: row for name, row in table["architectures"].items() if name in archs}
+    table_file.write_text(yaml.safe_dump(table, sort_keys=False))
+    for variant in (workspace / "variants").glob("gfx*.yaml"):
+        if variant.stem not in archs:
+            variant.unlink()
+
+
+def bump_workspace(world: World, target: Path, archs: tuple[str, ...] | None = None) -> Path:
     """The project's recipes, variants and patches (and LICENSE, which recipes package), as if upstream were
     the world: every address points at it (git sources at its repositories), every pinned commit is the
     world's commit that stands for it (in comments too, by its short form), every PyPI repack is a world
@@ -427,6 +443,8 @@ def bump_workspace(world: World, target: Path) -> Path:
     for name in ("prebuilt.yaml", "prebuilt-lock.yaml"):
         path = target / "variants" / name
         path.write_text(path.read_text().replace("https://stable.repo.amd.com/rocm/whl-next/", world.amd_index))
+    if archs:
+        keep_only_archs(target, archs)
     return target
 
 
