@@ -75,3 +75,16 @@ def channel(workspace: Path) -> Channel:
 def run_subprocess(*args: str, cwd: Path, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "orchestrate", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=120, env=env)
+
+
+# The files that take longest (pytest --durations on 2026-12-01, two workers): collected first, so that
+# `-n 2 --dist loadfile`, which hands files out in collection order, starts them first and the two workers end
+# together instead of one running a long file alone at the end. The order of everything else is kept.
+LONGEST_FIRST = ("test_share_concurrent.py", "test_orchestrate_crash.py", "test_orchestrate_build.py",
+                 "test_recipes.py", "test_pins_bump.py", "test_orchestrate_stops.py", "test_channel_signed.py",
+                 "test_recipe_lint.py", "test_bump_prove.py", "test_hip_build.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
