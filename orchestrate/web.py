@@ -143,7 +143,7 @@ def stream(response, out, limit: int | None, url: str, sink=None) -> int:
 
 # C0 and C1 control characters (a terminal acts on them: ESC sequences) and the bidirectional controls.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_TOKEN_PATH = re.compile(r"/t/[^/?#]+")  # anaconda.org's and quetz's /t/<token>/ in a channel URL
+TOKEN_PATH = re.compile(r"/t/[^/?#]+")  # anaconda.org's and quetz's /t/<token>/ in a channel URL
 
 
 def printable(text: str) -> str:
@@ -162,7 +162,7 @@ def shown_url(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc and not netloc.startswith("$"):  # "$VARIABLE@host" (a manifest's task) holds no secret
         netloc = "***@" + netloc.rsplit("@", 1)[1]
-    path = _TOKEN_PATH.sub("/t/***", parts.path)
+    path = TOKEN_PATH.sub("/t/***", parts.path)
     if (netloc, path) != (parts.netloc, parts.path):
         text = urllib.parse.urlunsplit((parts.scheme, netloc, path, parts.query, parts.fragment))
     return printable(text)

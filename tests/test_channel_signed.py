@@ -6,6 +6,7 @@ or holds 300 idle connections open to `serve` (a09). Each test keeps a canary ou
 and asserts what the victim sees: the package is not taken, nothing outside changes, no traceback."""
 from __future__ import annotations
 
+import contextlib
 import http.client
 import hashlib
 import http.server
@@ -392,16 +393,27 @@ def test_plain_http_from_another_host_names_its_risk():
     assert "caught by its signature" in plain_http_risk("http://10.0.0.2:8765", True)
 
 
-def test_serve_closes_an_idle_connection_and_makes_room_at_its_cap(team, monkeypatch):
-    from orchestrate.share.serve import ChannelRequestHandler, make_server
+@contextlib.contextmanager
+def serving(channel, max_connections: int):
+    """`orchestrate serve`'s server on a free loopback port, in a thread, with a cap of its connections."""
+    from orchestrate.share.serve import make_server
     from orchestrate.ui import Reporter
 
-    monkeypatch.setattr(ChannelRequestHandler, "timeout", 0.5)
-    server = make_server(team.channel, "127.0.0.1", 0, Reporter(quiet=True))
-    server.max_connections = 4
+    server = make_server(channel, "127.0.0.1", 0, Reporter(quiet=True))
+    server.max_connections = max_connections
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
     try:
+        yield server, server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_serve_closes_an_idle_connection_and_makes_room_at_its_cap(team, monkeypatch):
+    from orchestrate.share.serve import ChannelRequestHandler
+
+    monkeypatch.setattr(ChannelRequestHandler, "timeout", 0.5)
+    with serving(team.channel, max_connections=4) as (server, port):
         silent = socket.create_connection(("127.0.0.1", port), timeout=5)
         assert silent.recv(1) == b"", "an idle connection is closed after the timeout"
         monkeypatch.setattr(ChannelRequestHandler, "timeout", 60)  # from here on, only the cap closes one
@@ -413,9 +425,6 @@ def test_serve_closes_an_idle_connection_and_makes_room_at_its_cap(team, monkeyp
         connection.request("GET", "/noarch/repodata.json")
         assert connection.getresponse().status == 200
         assert idle[0].recv(1) == b"", "the connection idle longest made room"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_the_real_recipes_declare_the_activation_scripts_they_make():
@@ -453,14 +462,7 @@ def test_an_s3_channel_is_signed_create_only_and_verified(team, tmp_path, capsys
 
 
 def test_serve_answers_503_when_every_connection_is_busy(team):
-    from orchestrate.share.serve import make_server
-    from orchestrate.ui import Reporter
-
-    server = make_server(team.channel, "127.0.0.1", 0, Reporter(quiet=True))
-    server.max_connections = 1
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
-    try:
+    with serving(team.channel, max_connections=1) as (server, port):
         busy = socket.create_connection(("127.0.0.1", port), timeout=5)
         for _ in range(100):  # until the server has accepted it
             if server._open:
@@ -470,6 +472,3 @@ def test_serve_answers_503_when_every_connection_is_busy(team):
         refused = socket.create_connection(("127.0.0.1", port), timeout=5)
         assert refused.recv(64).startswith(b"HTTP/1.0 503")
         busy.close()
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -77,9 +77,10 @@ def activated(prefix: Path, *, deactivate: bool = False) -> dict:
     return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
 
 
-def install_rocm_sdk(arch: str, tmp_path: Path, overrides: dict | None = None) -> Path:
-    """Run rocm-sdk's and rocm-sdk-device's build scripts on synthetic AMD wheels laid out as rattler-build
-    downloads them (one folder per source; the `rocm` sdist unpacked without its top folder)."""
+def install_rocm_sdk(arch: str, tmp_path: Path, overrides: dict | None = None, with_devel: bool = True) -> Path:
+    """Run rocm-sdk's (with rocm-sdk-devel's, unless `with_devel` is False) and rocm-sdk-device's build scripts on
+    synthetic AMD wheels laid out as rattler-build downloads them (one folder per source; the `rocm` sdist unpacked
+    without its top folder)."""
     src, prefix = tmp_path / "src", tmp_path / "prefix"
     artifacts = {**write_host_artifacts(tmp_path / "index"), "rocm_sdk_device": write_device_wheel(tmp_path / "index", arch)}
     for folder, key in (("core", "rocm_sdk_core"), ("libraries", "rocm_sdk_libraries"), ("devel", "rocm_sdk_devel"),
@@ -93,7 +94,8 @@ def install_rocm_sdk(arch: str, tmp_path: Path, overrides: dict | None = None) -
     prefix.mkdir()
     install_host_package("rocm-sdk", rendered_output(arch, "rocm-sdk-licenses", overrides), prefix, src)
     run_build_script("rocm-sdk", rendered_env(arch, "rocm-sdk", overrides), prefix, src)
-    run_build_script("rocm-sdk", rendered_env(arch, "rocm-sdk-devel", overrides), prefix, src)
+    if with_devel:
+        run_build_script("rocm-sdk", rendered_env(arch, "rocm-sdk-devel", overrides), prefix, src)
     run_build_script("rocm-sdk-device", rendered_env(arch, f"rocm-sdk-device-{arch}", overrides), prefix, src)
     return prefix
 
@@ -236,20 +238,7 @@ def test_device_links_without_the_devel_tree_are_a_folder_no_reader_takes_for_on
     does `rocm-sdk path` (rocm_sdk/_devel.py get_devel_root); aiter takes _rocm_sdk_devel only with bin/hipconfig
     and include/ (aiter/jit/utils/cpp_extension.py _find_rocm_home, _find_rocm_devel_include at de07f388); torch
     reads _rocm_sdk_core. And every link resolves to the device package's own file, so none dangles."""
-    src, prefix = tmp_path / "src", tmp_path / "prefix"
-    artifacts = {**write_host_artifacts(tmp_path / "index"), "rocm_sdk_device": write_device_wheel(tmp_path / "index", "gfx942")}
-    for folder, key in (("core", "rocm_sdk_core"), ("libraries", "rocm_sdk_libraries"), ("devel", "rocm_sdk_devel"),
-                        ("device", "rocm_sdk_device")):
-        (src / "wheels" / folder).mkdir(parents=True)
-        shutil.copy(artifacts[key], src / "wheels" / folder)
-    with tarfile.open(artifacts["rocm"]) as sdist:
-        for member in sdist.getmembers():
-            member.name = member.name.split("/", 1)[1]
-            sdist.extract(member, src / "wheels" / "rocm")
-    prefix.mkdir()
-    install_host_package("rocm-sdk", rendered_output("gfx942", "rocm-sdk-licenses"), prefix, src)
-    run_build_script("rocm-sdk", rendered_env("gfx942", "rocm-sdk"), prefix, src)  # no rocm-sdk-devel
-    run_build_script("rocm-sdk-device", rendered_env("gfx942", "rocm-sdk-device-gfx942"), prefix, src)
+    prefix = install_rocm_sdk("gfx942", tmp_path, with_devel=False)
     site = prefix / "lib/python3.12/site-packages"
     devel = site / "_rocm_sdk_devel"
     links = [p for p in devel.rglob("*") if p.is_symlink()]

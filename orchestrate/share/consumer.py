@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import json
-import re
 import urllib.parse
 from pathlib import Path
 
 from ..architectures import Architecture, override_hint
 from ..errors import UserError
+from ..web import TOKEN_PATH
 from .targets import S3Store, parse_target
 
 # The stack a teammate installs: (package, GPU-specific?). rocm-stack pulls in PyTorch, vLLM, flash-attn (the
@@ -35,7 +35,6 @@ def platform_line(gfx: str) -> str:
 # A channel URL may carry its credentials (anaconda.org's and quetz's /t/<token>/, or user:password@). A pixi.toml
 # is committed and shared, so the manifest writes the URL without them, names the login that supplies them (rattler
 # puts a conda token back into the path as /t/<token>/ itself), and its verify task reads them from these variables.
-TOKEN_PATH = re.compile(r"/t/[^/?#]+")
 TOKEN_VARIABLE = "ROCM_STACK_CHANNEL_TOKEN"
 USERINFO_VARIABLE = "ROCM_STACK_CHANNEL_USERINFO"
 
